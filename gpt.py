@@ -247,7 +247,7 @@ def make_optimizer(model, cfg):
     """AdamW that decays weight matrices (and embeddings) but not biases or LayerNorm gains."""
     groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, 0.99))
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, 0.99), fused=True)  # one kernel for all
 
 def autocast(device, dtype):
     """bfloat16 autocast where the chip has fast bfloat16 matmuls (dtype 'auto'), else plain float32."""
