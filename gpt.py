@@ -81,11 +81,10 @@ def parse_args(cls, argv=None):
 
 def check_config(cfg):
     """Reject settings that cannot train, each with the fix (fields cfg lacks are skipped)."""
-    at_least = dict(block_size=1, n_embd=1, n_head=1, n_layer=1, batch_size=1, eval_interval=1, eval_iters=1, max_iters=0,
-                    max_new_tokens=0, warmup_iters=0, top_k=0, learning_rate=0, min_lr=0, weight_decay=0, grad_clip=0)
-    for name, low in at_least.items():
-        if getattr(cfg, name, low) < low:
-            fail(f"--{name} must be at least {low}, got {getattr(cfg, name)}")
+    positive = ("block_size", "n_embd", "n_head", "n_layer", "batch_size", "eval_interval", "eval_iters")
+    for name, value in vars(cfg).items():  # sizes at least 1, every other number (but the seed) at least 0
+        if name not in ("seed", "dropout") and type(value) in (int, float) and value < (low := int(name in positive)):
+            fail(f"--{name} must be at least {low}, got {value}")
     if not 0 <= getattr(cfg, "dropout", 0) < 1:
         fail(f"--dropout must be in [0, 1), got {cfg.dropout}")
     if not getattr(cfg, "temperature", 1) > 0:
@@ -96,8 +95,7 @@ def check_config(cfg):
 def download(url, path, sha256):
     """Fetch url into path after checking its sha256; nothing is written unless it matches."""
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            blob = response.read()
+        blob = urllib.request.urlopen(url, timeout=30).read()
     except (OSError, ValueError) as e:
         fail(f"{path} is missing and downloading it failed ({e}); put a UTF-8 text there or pass --input=FILE")
     if hashlib.sha256(blob).hexdigest() != sha256:
@@ -297,10 +295,10 @@ def plot_losses(history, path):
     ax.set(xlabel="step", ylabel="loss", title="cross-entropy loss")
     ax.legend(), fig.savefig(path, dpi=100)
 
-def train(model, optimizer, splits, cfg, tokenizer, ctx, step=0, best_val=float("inf"), history=None):
+def train(model, optimizer, splits, cfg, tokenizer, ctx, step, best_val, history):
     """Sample a batch, step the optimizer; every eval_interval steps log, plot and keep the best model."""
     device, ckpt_path = next(model.parameters()).device, os.path.join(cfg.out_dir, "ckpt.pt")
-    history = history or {"step": [], "train": [], "val": []}
+    history = history or dict(step=[], train=[], val=[])  # loss estimates so far, for loss.png
     t0, start, train_time, tokens = time.time(), step, 1e-9, 0
     try:
         while True:
@@ -309,8 +307,9 @@ def train(model, optimizer, splits, cfg, tokenizer, ctx, step=0, best_val=float(
                 for key, value in dict(step=step, **losses).items():
                     history[key].append(value)
                 elapsed = time.time() - t0
-                print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | {tokens / train_time:6.0f} "
-                      f"tok/s | {elapsed:5.0f}s | ETA {elapsed / max(1, step - start) * (cfg.max_iters - step):5.0f}s", flush=True)
+                eta = elapsed / max(1, step - start) * (cfg.max_iters - step)  # seconds, at the pace so far
+                print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
+                      f"{tokens / train_time:6.0f} tok/s | {elapsed:5.0f}s elapsed | ETA {eta:5.0f}s", flush=True)
                 if losses["val"] < best_val:
                     best_val = losses["val"]
                     save_checkpoint(ckpt_path, model, optimizer, cfg, tokenizer, step, best_val, history)
@@ -329,7 +328,7 @@ def train(model, optimizer, splits, cfg, tokenizer, ctx, step=0, best_val=float(
             if cfg.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not math.isfinite(loss.item()):
-                fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate ({ckpt_path} is kept as it was)")
+                fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate ({ckpt_path} is kept)")
             optimizer.step()
             step, tokens, train_time = step + 1, tokens + x.numel(), train_time + time.time() - t
     except KeyboardInterrupt:
@@ -349,7 +348,8 @@ def make_config(flags, device, ckpt, ckpt_path):
     """The run's settings: a checkpoint's when resuming, else the defaults (or LAPTOP), with the flags on top."""
     if ckpt:
         for name in [n for n in SHAPE_FIELDS if n in flags and flags[n] != ckpt["config"][n]]:
-            fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={ckpt['config'][name]}; drop the flag or use another --out_dir")
+            fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={ckpt['config'][name]}; drop the flag or "
+                 "use another --out_dir")
         return Config(**{**ckpt["config"], **flags})
     if device == "cuda" or any(name in flags for name in SIZE_FLAGS):
         return Config(**flags)
@@ -387,8 +387,8 @@ def main(argv=None):
     ctx = autocast(device, cfg.dtype)
     if train_more:
         os.makedirs(cfg.out_dir, exist_ok=True)
-        start, best, history = (ckpt["step"], ckpt["best_val_loss"], ckpt["history"]) if ckpt else (0, float("inf"), None)
-        train(model, optimizer, splits, cfg, tokenizer, ctx, start, best, history)
+        resume = (ckpt["step"], ckpt["best_val_loss"], ckpt["history"]) if ckpt else (0, float("inf"), None)
+        train(model, optimizer, splits, cfg, tokenizer, ctx, *resume)
         model.load_state_dict((ckpt := load_checkpoint(ckpt_path))["model"])  # sample from the best model, not the last
     idx = torch.tensor([tokenizer.encode(cfg.prompt) or [0]], dtype=torch.long, device=device)  # (1, T)
     with ctx:
