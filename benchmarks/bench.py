@@ -115,6 +115,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2, help="A/B rounds per configuration (results: median)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--no-quality", action="store_true", help="skip the time-to-quality run of python gpt.py")
+    parser.add_argument("--no-speed", action="store_true", help="only the quality run; keep the speed rows in --json")
     parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results.json"), help="where to write")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "CONFIG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -126,7 +127,7 @@ def main():
                    gpu=torch.cuda.get_device_name() if args.device == "cuda" else None,
                    cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
     rows = []
-    for config_name in args.configs.split(","):
+    for config_name in [] if args.no_speed else args.configs.split(","):
         runs = {"gpt.py": [], "reference": []}
         for _ in range(args.rounds):  # interleaved: A, B, A, B, so drifts in machine speed hit both
             for name in runs:
@@ -146,6 +147,9 @@ def main():
         print(f"{row['config']:8s} {row['model']:10s} {row['ms_per_iter']:9.0f} {row['tokens_per_s']:9.0f} "
               f"{row['speedup_train']:6.2f}x {row['peak_mem_mb']:8.0f} {row['sample_tokens_per_s']:13.0f} "
               f"{row['speedup_sample']:6.2f}x")
+    if args.no_speed and os.path.exists(args.json):
+        with open(args.json) as f:
+            rows = json.load(f)["train_and_sample"]
     report = dict(machine=machine, date=time.strftime("%Y-%m-%d"), train_and_sample=rows)
     if not args.no_quality:
         quality = quality_run(args.device)

@@ -44,6 +44,21 @@ def test_sdpa_path_equals_explicit_path():
     torch.testing.assert_close(model(idx)[0], explicit(idx)[0], atol=1e-5, rtol=1e-5)
 
 
+def test_sdpa_and_explicit_paths_agree_in_training_with_dropout():
+    """Both paths draw the same dropout masks (none on the attention weights), so with one seed they agree."""
+    sdpa = GPT(Config(**{**TINY, "dropout": 0.3})).train()
+    explicit = GPT(Config(**{**TINY, "dropout": 0.3, "attention": "explicit"})).train()
+    explicit.load_state_dict(sdpa.state_dict())
+    idx = torch.randint(11, (3, 16))
+    outputs = []
+    for model in (sdpa, explicit):
+        torch.manual_seed(5)
+        outputs.append(model(idx)[0])
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-5)
+    torch.manual_seed(6)
+    assert not torch.allclose(sdpa(idx)[0], outputs[0])  # dropout is on: another seed, other logits
+
+
 def test_batched_attention_equals_the_lectures_per_head_loop():
     model = tiny_model()
     lecture = lecture_gpt(Config(**TINY)).eval()
