@@ -38,7 +38,7 @@ class Config:
     temperature: float = 1.0  # <1 makes samples safer, >1 wilder
     top_k: int = 0  # sample only among the k likeliest characters (0: all of them)
 
-# Without a CUDA GPU and with no size flag given, train this instead: the full model needs ~14 h on 2 CPU cores.
+# Without a CUDA GPU and with no size flag given, train this instead: the full model needs ~5 h on 2 CPU cores.
 LAPTOP = dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
               max_iters=1700, learning_rate=1e-3, min_lr=1e-4, eval_interval=500, eval_iters=50)
 CHOICES = dict(init_from=("scratch", "resume"), attention=("sdpa", "explicit"),

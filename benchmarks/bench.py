@@ -138,8 +138,9 @@ def main():
             rows.append(dict(model=name, config=config_name, rounds=len(results), **row,
                              shape=dataclasses.asdict(CONFIGS[config_name])))
     print(f"\nmachine: {machine}\n")
-    print(f"{'config':8s} {'model':10s} {'ms/iter':>9s} {'tokens/s':>9s} {'vs ref':>7s} {'peak MB':>8s} "
-          f"{'sample tok/s':>13s} {'vs ref':>7s}")
+    if rows:
+        print(f"{'config':8s} {'model':10s} {'ms/iter':>9s} {'tokens/s':>9s} {'vs ref':>7s} {'peak MB':>8s} "
+              f"{'sample tok/s':>13s} {'vs ref':>7s}")
     for row in rows:
         ref = next(r for r in rows if r["config"] == row["config"] and r["model"] == "reference")
         row["speedup_train"] = row["tokens_per_s"] / ref["tokens_per_s"]

@@ -1,8 +1,9 @@
 """
 The lecture's model as the notebooks build it: one `Head` module per head in a ModuleList, each
 with its own mask and an explicit masked softmax, concatenated and projected. It is gpt.py's GPT
-with that attention swapped in, so the benchmark compares attention and precision only, and the
-tests use it as an independent oracle for gpt.py's batched attention.
+with that attention swapped in (dropout on the attention weights included, as in the lecture), so
+the benchmark compares attention and precision only, and the tests use it as an independent oracle
+for gpt.py's batched attention.
 """
 import torch
 import torch.nn as nn
