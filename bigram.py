@@ -5,27 +5,30 @@ the two differ only in the model. `python bigram.py --help` lists the flags.
 """
 from contextlib import nullcontext
 from dataclasses import dataclass
+import math
+import os
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from gpt import (DEFAULT_INPUT, CharTokenizer, check_config, estimate_loss, get_batch, load_text, parse_args,
+from gpt import (HERE, CharTokenizer, estimate_loss, fail, flag, get_batch, load_text, parse_flags,
                  pick_device, split_data)
 
 
 @dataclass
 class BigramConfig:
-    input: str = "input.txt"  # training text (UTF-8); the default is beside the script and downloaded when missing
-    batch_size: int = 32  # independent sequences per step
-    block_size: int = 8  # context length; the bigram model only ever looks at the last character
-    max_iters: int = 3000  # optimizer steps in total
-    learning_rate: float = 1e-2  # a table of logits tolerates a large step
-    eval_interval: int = 300  # estimate the losses and log every this many steps
-    eval_iters: int = 200  # batches averaged per split for each loss estimate
-    device: str = "auto"  # 'auto' (cuda, then mps, then cpu), 'cpu', 'cuda' or 'mps'
-    seed: int = 1337  # random seed: the same seed repeats a run exactly on CPU
-    max_new_tokens: int = 500  # characters to generate at the end
+    """The lecture's bigram settings; each is also a flag (python bigram.py --help)."""
+    input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
+    batch_size: int = flag(32, "independent sequences per step")
+    block_size: int = flag(8, "context length; the bigram model only reads the last character")
+    max_iters: int = flag(3000, "optimizer steps in total")
+    learning_rate: float = flag(1e-2, "a table of logits tolerates a large step")
+    eval_interval: int = flag(300, "estimate the losses and log every this many steps")
+    eval_iters: int = flag(200, "batches averaged per split for each loss estimate")
+    device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
+    seed: int = flag(1337, "random seed: the same seed repeats a run exactly on a CPU")
+    max_new_tokens: int = flag(500, "characters to generate at the end")
 
 
 class BigramLanguageModel(nn.Module):
@@ -54,13 +57,26 @@ class BigramLanguageModel(nn.Module):
         return idx
 
 
+def check_config(cfg):
+    """Reject settings that cannot train, each with its fix."""
+    for name in ("batch_size", "block_size", "eval_interval", "eval_iters"):
+        if getattr(cfg, name) < 1:
+            fail(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+    for name in ("max_iters", "max_new_tokens"):
+        if getattr(cfg, name) < 0:
+            fail(f"--{name} must be at least 0, got {getattr(cfg, name)}")
+    if not 0 <= cfg.learning_rate < math.inf:  # false for nan too
+        fail(f"--learning_rate must be a finite number, at least 0; got {cfg.learning_rate}")
+
+
 def main(argv=None):
     """Train the bigram model, printing the losses, and end with a sample."""
-    cfg = BigramConfig(**parse_args(BigramConfig, argv))
+    cfg = BigramConfig(**parse_flags(BigramConfig, argv))
     check_config(cfg)
-    device = pick_device(cfg.device)
+    device, _, _ = pick_device(cfg.device, "float32")
     torch.manual_seed(cfg.seed)
-    text = load_text(DEFAULT_INPUT if cfg.input == BigramConfig.input else cfg.input)
+    default_input = os.path.join(HERE, "input.txt")
+    text = load_text(default_input if cfg.input == BigramConfig.input else cfg.input)
     tokenizer = CharTokenizer.from_text(text)
     splits = split_data(text, tokenizer, cfg.block_size)
     model = BigramLanguageModel(len(tokenizer.chars)).to(device)

@@ -1,135 +1,79 @@
-"""A character-level GPT in one file: read a text, train a decoder-only transformer on it, write more
-text like it. Reading order: hyperparameters, data, model (small pieces to large), training, main().
-Importing this file does nothing; `python gpt.py --help` lists every flag. Shape comments use B batch,
-T time (position in the context), C channels (n_embd), V vocabulary, nh heads, hs head size (C // nh)."""
-import dataclasses, difflib, hashlib, inspect, math, os, re, sys, time, urllib.request
-from dataclasses import dataclass
+"""
+A character-level GPT in one file: read a text, train a decoder-only transformer on it, and write
+more text like it. `python gpt.py` trains on Tiny Shakespeare (downloaded when missing) and ends
+with a sample; `python gpt.py --help` lists every flag.
+
+Reading order: hyperparameters, data, model (small pieces to large), training, sampling: the
+lecture. Then the command line, devices and safety checks, and main(): skip them at first.
+Shapes: B batch, T time (position in the context), C channels (n_embd), V vocabulary, nh heads,
+hs head size (C // nh).
+"""
+import argparse, contextlib, dataclasses, difflib, math, os, signal, sys, time
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+# ------------------------------------------------------------------------------ hyperparameters
+
+def flag(default, help, choices=None):
+    """A hyperparameter that is also a command-line flag: its help text is kept beside it."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
 @dataclass
 class Config:
-    input: str = "input.txt"  # training text (UTF-8); the default means the one beside gpt.py, downloaded if missing
-    out_dir: str = "out"  # folder for ckpt.pt (best model so far) and loss.png (the loss curves)
-    init_from: str = "scratch"  # 'scratch' trains a new model; 'resume' continues from out_dir/ckpt.pt
-    block_size: int = 256  # context length: how many characters the model sees to predict the next one
-    n_embd: int = 384  # channels: the size of every token's vector
-    n_head: int = 6  # attention heads per block; each has n_embd // n_head channels
-    n_layer: int = 6  # number of transformer blocks
-    dropout: float = 0.2  # fraction of activations zeroed during training, against overfitting
-    attention: str = "sdpa"  # 'sdpa' (PyTorch's fused kernel) or 'explicit' (q @ k^T, mask, softmax: to read)
-    vocab_size: int = 65  # number of distinct characters; set from the data, not a flag
-    batch_size: int = 64  # independent sequences per step
-    max_iters: int = 5000  # optimizer steps in total
-    learning_rate: float = 3e-4  # peak learning rate, reached after warm-up
-    min_lr: float = 3e-5  # learning rate at the end of the cosine decay
-    warmup_iters: int = 100  # steps of linear warm-up from 0 to learning_rate
-    weight_decay: float = 0.1  # AdamW weight decay, applied to weight matrices only
-    grad_clip: float = 1.0  # clip the gradient norm to this (0 turns clipping off)
-    eval_interval: int = 500  # estimate the losses, log, and save a checkpoint every this many steps
-    eval_iters: int = 200  # batches averaged per split for each loss estimate
-    device: str = "auto"  # 'auto' (cuda, then mps, then cpu), 'cpu', 'cuda' or 'mps'
-    dtype: str = "auto"  # 'auto' (bfloat16 autocast where the hardware has it), 'bfloat16' or 'float32'
-    seed: int = 1337  # random seed: the same seed repeats a run exactly on CPU
-    prompt: str = ""  # text that generation starts from ('': the vocabulary's first character, a newline here)
-    max_new_tokens: int = 500  # characters to generate at the end
-    temperature: float = 1.0  # <1 makes samples safer, >1 wilder
-    top_k: int = 0  # sample only among the k likeliest characters (0: all of them)
+    """Every hyperparameter. The defaults are the lecture's model, for one CUDA GPU."""
+    input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
+    out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
+    preset: str = flag("auto", "auto: lecture on CUDA, else laptop", ("auto", "lecture", "laptop"))
+    init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
+    block_size: int = flag(256, "context length: characters the model sees to predict the next")
+    n_embd: int = flag(384, "channels: the size of every token's vector")
+    n_head: int = flag(6, "attention heads per block; each has n_embd // n_head channels")
+    n_layer: int = flag(6, "number of transformer blocks")
+    dropout: float = flag(0.2, "fraction of activations zeroed in training, against overfitting")
+    vocab_size: int = 65  # distinct characters: set from the text, not a flag
+    batch_size: int = flag(64, "independent sequences per step")
+    max_iters: int = flag(5000, "optimizer steps in total")
+    learning_rate: float = flag(3e-4, "peak learning rate, reached after the warm-up")
+    min_lr: float = flag(3e-5, "learning rate at the end of the cosine decay")
+    warmup_iters: int = flag(100, "steps of linear warm-up from 0 to learning_rate")
+    weight_decay: float = flag(0.1, "AdamW weight decay, on weight matrices only")
+    grad_clip: float = flag(1.0, "clip the gradient norm to this (0: no clipping)")
+    eval_interval: int = flag(500, "estimate the losses, log and save every this many steps")
+    eval_iters: int = flag(200, "batches averaged per split for each loss estimate")
+    seed: int = flag(1337, "random seed: the same seed repeats a run exactly on a CPU")
+    device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
+    dtype: str = flag("auto", "auto: bfloat16 where fast", ("auto", "bfloat16", "float32"))
+    prompt: str = flag("", "text the sample starts from ('': the first character, a newline)")
+    max_new_tokens: int = flag(500, "characters to generate at the end")
 
-# Without a CUDA GPU and with no size flag given, train this instead: the full model needs ~5 h on 2 CPU cores.
-LAPTOP = dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-              max_iters=1700, learning_rate=1e-3, min_lr=1e-4, eval_interval=500, eval_iters=50)
-CHOICES = dict(init_from=("scratch", "resume"), attention=("sdpa", "explicit"),
-               device=("auto", "cpu", "cuda", "mps"), dtype=("auto", "bfloat16", "float32"))
-SIZE_FLAGS = ("batch_size", "block_size", "n_layer", "n_head", "n_embd")  # any of these: no preset
-SHAPE_FIELDS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")  # fixed by a checkpoint
-DATA_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-DATA_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-DEFAULT_INPUT = os.path.join(os.path.dirname(os.path.abspath(globals().get("__file__", "gpt.py"))), "input.txt")
+# The defaults are the lecture's model: on two CPU cores it would train for about 5 hours. Without
+# a CUDA GPU, gpt.py trains this smaller model in about 10 minutes (benchmarks/laptop_sweep.md).
+PRESETS = {
+    "lecture": {},
+    "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
+                   max_iters=1700, learning_rate=1e-3, min_lr=1e-4, eval_interval=500,
+                   eval_iters=50),
+}
 
-def fail(message):
-    """Stop with one line on stderr and exit code 1: bad input never ends in a traceback."""
-    raise SystemExit(f"error: {message}")
-
-def parse_args(cls, argv=None):
-    """Read '--name=value' flags into a dict, each value checked against the field's type."""
-    if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
-        argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.name != "vocab_size"}
-    overrides = {}
-    for arg in argv:
-        if arg in ("-h", "--help"):  # each flag with its default and the comment beside it in the source
-            comments = dict(re.findall(r"^\s+(\w+): \w+ = .*?  # (.*)$", inspect.getsource(cls), re.MULTILINE))
-            print("\n".join(f"  {f'--{k}={v!r}':<26}{comments.get(k, '')}" for k, v in defaults.items()))
-            raise SystemExit(0)
-        name, eq, text = arg[2:].partition("=")
-        if not arg.startswith("--") or not eq:
-            fail(f"can't read {arg!r}: write flags as --name=value, e.g. --max_iters=2000")
-        if name not in defaults:
-            close = difflib.get_close_matches(name, defaults, n=1)
-            fail(f"unknown flag --{name}; " + (f"did you mean --{close[0]}?" if close else "see --help for the list"))
-        kind = type(defaults[name])
-        try:
-            overrides[name] = kind(text)
-        except ValueError:
-            fail(f"--{name}={text} is not a valid {kind.__name__} (the default is {defaults[name]!r})")
-        if text not in CHOICES.get(name, [text]):
-            fail(f"--{name} must be one of {', '.join(CHOICES[name])}; got {text!r}")
-    return overrides
-
-def check_config(cfg):
-    """Reject settings that cannot train, each with the fix (fields cfg lacks are skipped)."""
-    positive = ("block_size", "n_embd", "n_head", "n_layer", "batch_size", "eval_interval", "eval_iters")
-    for name, value in vars(cfg).items():  # sizes at least 1, every other number (but the seed) at least 0
-        if name not in ("seed", "dropout") and type(value) in (int, float) and value < (low := int(name in positive)):
-            fail(f"--{name} must be at least {low}, got {value}")
-    if not 0 <= getattr(cfg, "dropout", 0) < 1:
-        fail(f"--dropout must be in [0, 1), got {cfg.dropout}")
-    if not getattr(cfg, "temperature", 1) > 0:
-        fail(f"--temperature must be above 0, got {cfg.temperature}")
-    if getattr(cfg, "n_embd", 0) % getattr(cfg, "n_head", 1):
-        fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, e.g. --n_embd={cfg.n_head * 64}")
-
-def download(url, path, sha256):
-    """Fetch url into path after checking its sha256; nothing is written unless it matches."""
-    try:
-        blob = urllib.request.urlopen(url, timeout=30).read()
-    except (OSError, ValueError) as e:
-        fail(f"{path} is missing and downloading it failed ({e}); put a UTF-8 text there or pass --input=FILE")
-    if hashlib.sha256(blob).hexdigest() != sha256:
-        fail(f"the file from {url} has the wrong sha256; put Tiny Shakespeare at {path} or pass --input=FILE")
-    with open(path + ".tmp", "wb") as f:
-        f.write(blob)
-    os.replace(path + ".tmp", path)
-
-def load_text(path):
-    """The whole file as a string; the default input.txt is downloaded first when missing."""
-    if path == DEFAULT_INPUT and not os.path.exists(path):
-        print(f"downloading Tiny Shakespeare to {path}")
-        download(DATA_URL, path, DATA_SHA256)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        fail(f"{path} is not UTF-8 text (bad byte at offset {e.start}); save it as UTF-8 or pick another --input")
-    except OSError as e:  # missing, a folder, no permission
-        fail(f"can't read input file {path} ({e.strerror}); check the path given to --input")
-    if not text:
-        fail(f"{path} is empty; pass a text file with some content via --input")
-    return text
+# ------------------------------------------------------------------------------------------ data
 
 class CharTokenizer:
     """Each distinct character is one token; its id is its place in the sorted vocabulary."""
+
     def __init__(self, chars):
         self.chars = list(chars)  # id -> character
         self.stoi = {ch: i for i, ch in enumerate(self.chars)}  # character -> id
+
     @classmethod
     def from_text(cls, text):
         return cls(sorted(set(text)))
+
     def encode(self, s):
         return [self.stoi[c] for c in s]
+
     def decode(self, ids):
         return "".join(self.chars[i] for i in ids)
 
@@ -138,59 +82,68 @@ def split_data(text, tokenizer, block_size):
     data = torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
     n = int(0.9 * len(data))
     if len(data) - n <= block_size:
-        fail(f"the text is too short for --block_size={block_size}: its last 10% has {len(data) - n} "
-             f"characters; give a longer text or a smaller --block_size")
+        fail(f"the text is too short for --block_size={block_size}: its last 10% has "
+             f"{len(data) - n} characters; give a longer text or a smaller --block_size")
     return {"train": data[:n], "val": data[n:]}
 
 def get_batch(data, batch_size, block_size):
-    """Random chunks of block_size + 1 tokens: x is a chunk's first block_size, y the same shifted by one."""
+    """Random chunks of block_size + 1 tokens: x is a chunk's start, y the same shifted by one."""
     ix = torch.randint(len(data) - block_size, (batch_size,))  # (B,) where each chunk starts
     chunk = data[ix[:, None] + torch.arange(block_size + 1)]  # (B, T+1)
     return chunk[:, :-1], chunk[:, 1:]  # (B, T) inputs, (B, T) targets
 
+# ----------------------------------------------------------------------------------------- model
+
 class CausalSelfAttention(nn.Module):
-    """All heads at once: each position mixes the values of earlier positions, weighted by query-key match."""
+    """All heads at once: each position takes a weighted mix of earlier positions' values."""
+
     def __init__(self, config):
         super().__init__()
-        self.n_head, self.attention = config.n_head, config.attention
-        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)  # queries, keys, values of every head
-        self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back together
-        # Dropout acts on this sublayer's output, not on the (T, T) attention weights as in the lecture: on a CPU,
-        # weight dropout forces SDPA off its fused kernel and cost 2x per step (benchmarks/laptop_sweep.md).
+        self.n_head = config.n_head
+        # one matrix makes the queries, keys and values of every head: 3 x C outputs
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
+        # Dropout acts on this layer's output, not on the (T, T) attention weights as in the
+        # lecture: on a CPU, weight dropout takes SDPA off its fused kernel (2x slower per step).
         self.resid_dropout = nn.Dropout(config.dropout)
-        mask = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))  # (T, T) may attend
-        self.register_buffer("mask", mask, persistent=False)
+
     def forward(self, x):
         B, T, C = x.shape
+        hs = C // self.n_head
         q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # 3 x (B, nh, T, hs)
-        if self.attention == "explicit":
-            att = q @ k.transpose(-2, -1) * k.size(-1) ** -0.5  # (B, nh, T, T) query-key affinities
-            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))  # (B, nh, T, T) no peeking ahead
-            att = F.softmax(att, dim=-1)  # (B, nh, T, T) each row sums to 1
-            y = att @ v  # (B, nh, T, hs)
-        else:  # the same computation in one fused kernel
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        # softmax(q @ k^T / sqrt(hs)) @ v with the future masked out, in one fused kernel
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C) heads side by side
         return self.resid_dropout(self.proj(y))  # (B, T, C)
 
 class FeedForward(nn.Module):
     """The same small MLP on every position: after attention gathers, each token thinks alone."""
+
     def __init__(self, config):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd), nn.ReLU(),  # 4x wider inside
-                                 nn.Linear(4 * config.n_embd, config.n_embd), nn.Dropout(config.dropout))
+        self.net = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd),  # 4x wider inside
+            nn.ReLU(),
+            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Dropout(config.dropout),
+        )
+
     def forward(self, x):
         return self.net(x)  # (B, T, C)
 
 class Block(nn.Module):
-    """Communication (attention) followed by computation (feed-forward), each as a residual step."""
+    """Communication (attention) followed by computation (feed-forward), each a residual step."""
+
     def __init__(self, config):
         super().__init__()
         self.ln1 = nn.LayerNorm(config.n_embd)
         self.attn = CausalSelfAttention(config)
         self.ln2 = nn.LayerNorm(config.n_embd)
         self.ffwd = FeedForward(config)
+
     def forward(self, x):
         x = x + self.attn(self.ln1(x))  # (B, T, C)
         x = x + self.ffwd(self.ln2(x))  # (B, T, C)
@@ -198,6 +151,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """Token and position embeddings, a stack of blocks, and a linear map to next-token logits."""
+
     def __init__(self, config):
         super().__init__()
         self.config = config
@@ -207,52 +161,55 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(config.n_embd)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size)
         self.apply(self._init_weights)
+
     def _init_weights(self, module):
-        # small normal weights and zero biases keep the logits near 0 at the start: loss ≈ ln(vocab_size)
+        # small normal weights and zero biases keep the first logits near 0: loss ≈ ln(V)
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
     def forward(self, idx, targets=None):
         B, T = idx.shape
         tok = self.token_embedding(idx)  # (B, T, C)
         pos = self.position_embedding(torch.arange(T, device=idx.device))  # (T, C)
         x = self.blocks(tok + pos)  # (B, T, C)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        loss = None if targets is None else F.cross_entropy(logits.view(B * T, -1).float(), targets.reshape(B * T))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(B * T, -1).float(), targets.reshape(B * T))
         return logits, loss
+
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+    def generate(self, idx, max_new_tokens):
         """Extend idx (B, T) one sampled token at a time, seeing at most the last block_size."""
         for _ in range(max_new_tokens):
             logits, _ = self(idx[:, -self.config.block_size:])  # (B, T, V)
-            logits = logits[:, -1, :].float() / temperature  # (B, V) only the last position predicts
-            if top_k:
-                kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
-                logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)
-            next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
+            logits = logits[:, -1, :].float()  # (B, V) only the last position predicts
+            probs = F.softmax(logits, dim=-1)  # (B, V)
+            next_id = torch.multinomial(probs, num_samples=1)  # (B, 1)
             idx = torch.cat((idx, next_id), dim=1)  # (B, T+1)
         return idx
+
+# -------------------------------------------------------------------------------------- training
 
 def lr_at(step, cfg):
     """Linear warm-up to learning_rate, then cosine decay down to min_lr at max_iters."""
     if step < cfg.warmup_iters:
         return cfg.learning_rate * (step + 1) / cfg.warmup_iters
-    progress = min(1.0, (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters))
-    return cfg.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (cfg.learning_rate - cfg.min_lr)
+    progress = (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters)
+    progress = min(1.0, progress)  # 0 after the warm-up, 1 at the end
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))  # 1 -> 0
+    return cfg.min_lr + cosine * (cfg.learning_rate - cfg.min_lr)
 
 def make_optimizer(model, cfg):
     """AdamW that decays weight matrices (and embeddings) but not biases or LayerNorm gains."""
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, 0.99), fused=True)  # one kernel for all
-
-def autocast(device, dtype):
-    """bfloat16 autocast where the chip has fast bfloat16 matmuls (dtype 'auto'), else plain float32."""
-    if dtype == "auto":  # on a CPU only where oneDNN has native bfloat16 kernels (AVX512-BF16, AMX)
-        cpu_bf16 = device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-        dtype = "bfloat16" if (torch.cuda.is_bf16_supported() if device == "cuda" else cpu_bf16) else "float32"
-    return torch.autocast(device, torch.bfloat16, enabled=dtype == "bfloat16")
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    # fused=True: one kernel updates every parameter, instead of a loop of small ones
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, 0.99), fused=True)
 
 @torch.no_grad()
 def estimate_loss(model, splits, cfg, ctx):
@@ -269,132 +226,295 @@ def estimate_loss(model, splits, cfg, ctx):
     model.train()
     return out
 
-def save_checkpoint(path, model, optimizer, cfg, tokenizer, step, best_val, history):
-    """Tensors and plain values only, written to a temp file and renamed: never half-written."""
-    torch.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(), config=dataclasses.asdict(cfg),
-                    vocab=tokenizer.chars, step=step, best_val_loss=best_val, history=history), path + ".tmp")
+def train(model, optimizer, splits, cfg, ctx, vocab, step=0, history=None):
+    """Step the optimizer on random batches; every eval_interval steps log the losses and save."""
+    device = next(model.parameters()).device
+    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
+    if history is None:
+        history = {"step": [], "train": [], "val": []}  # every loss estimate so far
+    progress = Progress(cfg, step)
+    with ctrl_c_caught() as ctrl_c:
+        while True:
+            if ctrl_c:  # checked here, between two steps, so the saved state is whole
+                save_checkpoint(ckpt_path, model, optimizer, cfg, vocab, step, history)
+                fail(f"interrupted at step {step}: saved {ckpt_path}; continue with "
+                     f"python gpt.py --init_from=resume --out_dir={cfg.out_dir}", code=130)
+            is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
+            if is_eval_step and step not in history["step"]:  # a resumed step is logged already
+                with progress.evaluating():
+                    losses = estimate_loss(model, splits, cfg, ctx)
+                    history["step"].append(step)
+                    history["train"].append(losses["train"])
+                    history["val"].append(losses["val"])
+                    save_checkpoint(ckpt_path, model, optimizer, cfg, vocab, step, history)
+                print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
+                      f"{progress.report(step)}", flush=True)
+            if step >= cfg.max_iters:
+                return history
+            lr = lr_at(step, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
+            x = x.to(device, non_blocking=True)
+            y = y.to(device, non_blocking=True)
+            with ctx:
+                _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            if not math.isfinite(loss.item()):
+                fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate "
+                     f"({ckpt_path} keeps the state of step {history['step'][-1]})")
+            optimizer.step()
+            step += 1
+
+# -------------------------------------------------------------------------------------- sampling
+
+def sample(model, tokenizer, cfg, ctx):
+    """Generate max_new_tokens characters after the prompt and return the whole text."""
+    device = next(model.parameters()).device
+    start = tokenizer.encode(cfg.prompt) or [0]  # id 0: the first character of the vocabulary
+    idx = torch.tensor([start], dtype=torch.long, device=device)  # (1, T)
+    model.eval()
+    with ctx:
+        out = model.generate(idx, cfg.max_new_tokens)  # (1, T + new)
+    return tokenizer.decode(out[0].tolist())
+
+# ---------------------------------------------------------- command line, devices, safety checks
+# What keeps a run safe: typed flags, one clear line for every bad input, whole checkpoints.
+
+DATA_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+            "tinyshakespeare/input.txt")
+DATA_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+HERE = os.path.dirname(os.path.abspath(globals().get("__file__", "gpt.py")))
+
+def fail(message, code=1):
+    """Stop with one line on stderr and a non-zero exit: bad input never ends in a traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+class FlagParser(argparse.ArgumentParser):
+    def error(self, message):  # one line naming the problem, not argparse's usage block
+        fail(f"{message}; see --help", code=2)
+
+def parse_flags(config_class, argv=None):
+    """The '--name=value' flags given, for the fields of config_class that have a help text."""
+    if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
+        argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
+    parser = FlagParser(usage="%(prog)s [--name=value ...]", allow_abbrev=False)
+    fields = [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
+    for f in fields:
+        parser.add_argument(f"--{f.name}", type=f.type, choices=f.metadata["choices"],
+                            help=f"{f.metadata['help']} (default: {f.default!r})",
+                            default=argparse.SUPPRESS, metavar=f.type.__name__.upper())
+    flags, unknown = parser.parse_known_args(argv)
+    for arg in unknown:
+        if not arg.startswith("--"):
+            fail(f"can't read {arg!r}: write flags as --name=value, e.g. --max_iters=100", code=2)
+        close = difflib.get_close_matches(arg[2:].split("=")[0], [f.name for f in fields], n=1)
+        hint = f"did you mean --{close[0]}?" if close else "see --help for the list"
+        fail(f"unknown flag {arg.split('=')[0]}; {hint}", code=2)
+    given = [arg.split("=")[0] for arg in argv if arg.startswith("--")]
+    for name in given:
+        if given.count(name) > 1:
+            fail(f"{name} is given {given.count(name)} times; keep one", code=2)
+    return vars(flags)
+
+def check_config(cfg, device):
+    """Reject settings that cannot train, each with its fix, before anything is loaded."""
+    for name in ("block_size", "n_embd", "n_head", "n_layer", "batch_size", "eval_interval",
+                 "eval_iters"):
+        if getattr(cfg, name) < 1:
+            fail(f"--{name} must be at least 1, got {getattr(cfg, name)}")
+    for name in ("max_iters", "warmup_iters", "max_new_tokens"):
+        if getattr(cfg, name) < 0:
+            fail(f"--{name} must be at least 0, got {getattr(cfg, name)}")
+    for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip"):
+        if not 0 <= getattr(cfg, name) < math.inf:  # false for nan too
+            fail(f"--{name} must be a finite number, at least 0; got {getattr(cfg, name)}")
+    if not 0 <= cfg.dropout < 1:
+        fail(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.n_embd % cfg.n_head:
+        fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, "
+             f"e.g. --n_embd={cfg.n_head * 64}")
+    # training keeps about 34 four-byte numbers per position, channel and layer (Korthikanti et
+    # al. 2022, with fused attention)
+    need = cfg.n_layer * cfg.batch_size * cfg.block_size * 34 * cfg.n_embd * 4
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if device == "cuda":
+        have = torch.cuda.get_device_properties(0).total_memory
+    if need > have:
+        fail(f"training this model needs about {need / 2**30:,.0f} GiB and {device} has "
+             f"{have / 2**30:,.0f} GiB; lower --batch_size, --block_size or --n_layer")
+    try:  # write in out_dir now, rather than fail after the data and the model have loaded
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        with open(os.path.join(cfg.out_dir, "write_test.tmp"), "w") as f:
+            f.write("ok")
+        os.remove(os.path.join(cfg.out_dir, "write_test.tmp"))
+    except OSError as e:
+        fail(f"can't write to --out_dir={cfg.out_dir} ({e.strerror}); pick a writable folder")
+
+def load_text(path):
+    """The whole file as a string; input.txt beside gpt.py is downloaded first when missing."""
+    if path == os.path.join(HERE, "input.txt") and not os.path.exists(path):
+        print(f"downloading Tiny Shakespeare to {path}")
+        try:  # PyTorch's downloader checks the sha256 and writes nothing unless it matches
+            torch.hub.download_url_to_file(DATA_URL, path, hash_prefix=DATA_SHA256, progress=False)
+        except (OSError, RuntimeError, ValueError) as e:
+            fail(f"{path} is missing and downloading it failed ({e}); "
+                 "put a UTF-8 text there or pass --input=FILE")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        fail(f"{path} is not UTF-8 text (bad byte at offset {e.start}); "
+             "save it as UTF-8 or pick another --input")
+    except OSError as e:  # missing, a folder, no permission
+        fail(f"can't read input file {path} ({e.strerror}); check the path given to --input")
+    if not text:
+        fail(f"{path} is empty; pass a text file with some content via --input")
+    return text
+
+def pick_device(name, dtype):
+    """The device (for 'auto': cuda, then mps, then cpu), its precision, and why."""
+    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not present.get(name, True):
+        fail(f"--device={name} but PyTorch finds no {name.upper()} device here; "
+             "use --device=auto or --device=cpu")
+    if name == "auto":
+        name = "cuda" if present["cuda"] else "mps" if present["mps"] else "cpu"
+    if dtype != "auto":
+        return name, dtype, "--dtype"
+    if name == "cuda" and torch.cuda.is_bf16_supported():
+        return name, "bfloat16", "the GPU has bfloat16"
+    if name == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return name, "bfloat16", "the CPU has bfloat16 matmuls: AVX512-BF16 or AMX"
+    return name, "float32", f"no fast bfloat16 on this {name}"
+
+@contextlib.contextmanager
+def ctrl_c_caught():
+    """Inside `with`, Ctrl-C appends to a list instead of stopping the program mid-step."""
+    pressed = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+class Progress:
+    """Times evaluations apart from training steps, for the speed and ETA of each log line."""
+
+    def __init__(self, cfg, step):
+        self.cfg, self.first_step = cfg, step
+        self.begin = time.perf_counter()
+        self.eval_seconds = 0.0
+
+    @contextlib.contextmanager
+    def evaluating(self):
+        start = time.perf_counter()
+        yield
+        self.eval_seconds += time.perf_counter() - start
+
+    def report(self, step):
+        elapsed = time.perf_counter() - self.begin
+        if step == self.first_step:  # no training step timed yet
+            return f"{elapsed:5.0f}s elapsed"
+        step_time = (elapsed - self.eval_seconds) / (step - self.first_step)
+        tokens_per_s = self.cfg.batch_size * self.cfg.block_size / step_time
+        eta = (elapsed - self.eval_seconds) / (step - self.first_step) * (self.cfg.max_iters - step)
+        return f"{elapsed:5.0f}s elapsed | {tokens_per_s:6.0f} tok/s | ETA {eta:5.0f}s"
+
+def save_checkpoint(path, model, optimizer, cfg, vocab, step, history):
+    """The whole training state, written to a temp file and renamed: never half-written."""
+    state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), vocab=vocab,
+                 config=dataclasses.asdict(cfg), step=step, history=history,
+                 rng=torch.get_rng_state())  # so that batches and dropout go on where they were
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state()
+    torch.save(state, path + ".tmp")
     os.replace(path + ".tmp", path)
 
 def load_checkpoint(path):
     """Read a checkpoint with weights_only=True, so that loading one can never run code."""
     if not os.path.exists(path):
-        fail(f"no checkpoint at {path} to resume from; train one first (drop --init_from=resume) or set --out_dir")
+        fail(f"no checkpoint at {path} to resume from; train one first "
+             "(drop --init_from=resume) or set --out_dir")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        assert {"model", "optimizer", "config", "vocab", "step", "best_val_loss", "history"} <= ckpt.keys()
-    except Exception as e:  # not a zip, truncated, code inside (refused), missing keys
-        fail(f"{path} is not a readable checkpoint ({type(e).__name__}); delete it or pick another --out_dir")
+        assert {"model", "optimizer", "config", "vocab", "step", "history", "rng"} <= ckpt.keys()
+    except Exception as e:  # not a zip, truncated, code inside (refused), keys missing
+        fail(f"{path} is not a readable checkpoint ({type(e).__name__}); "
+             "delete it or pick another --out_dir")
     return ckpt
 
-def plot_losses(history, path):
-    """Train and val loss against step, saved as a PNG (a Figure needs no display)."""
-    from matplotlib.figure import Figure
-    ax = (fig := Figure(figsize=(6, 4))).subplots()
-    for split in ("train", "val"):
-        ax.plot(history["step"], history[split], label=split)
-    ax.set(xlabel="step", ylabel="loss", title="cross-entropy loss")
-    ax.legend(), fig.savefig(path, dpi=100)
+def make_settings(argv=None):
+    """The one place that decides the run: a preset or a checkpoint, then the flags on top."""
+    flags = parse_flags(Config, argv)
+    device, dtype, dtype_why = pick_device(flags.get("device", "auto"), flags.get("dtype", "auto"))
+    ckpt_path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
+    ckpt = None
+    if flags.get("init_from") == "resume":
+        ckpt = load_checkpoint(ckpt_path)
+        saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
+        for name in ("block_size", "n_layer", "n_head", "n_embd"):
+            if name in flags and flags[name] != saved[name]:
+                fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={saved[name]}; "
+                     "drop the flag or use another --out_dir")
+        cfg = Config(**{**saved, **flags})
+        why = f"resuming {ckpt_path} at step {ckpt['step']}"
+    else:
+        preset = flags.get("preset", "auto")
+        why = "--preset"
+        if preset == "auto":
+            preset = "lecture" if device == "cuda" else "laptop"
+            why = "a CUDA GPU" if device == "cuda" else "no CUDA GPU, and the lecture's takes hours"
+        cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
+        why = f"preset {preset} ({why})"
+    check_config(cfg, device)
+    print(f"{why}: {cfg.n_layer} layers, {cfg.n_embd} channels, context {cfg.block_size}, "
+          f"{cfg.max_iters} steps | {device}, {dtype} ({dtype_why})")
+    return cfg, device, dtype, ckpt
 
-def train(model, optimizer, splits, cfg, tokenizer, ctx, step, best_val, history):
-    """Sample a batch, step the optimizer; every eval_interval steps log, plot and keep the best model."""
-    device, ckpt_path = next(model.parameters()).device, os.path.join(cfg.out_dir, "ckpt.pt")
-    history = history or dict(step=[], train=[], val=[])  # loss estimates so far, for loss.png
-    t0, start, train_time, tokens = time.time(), step, 1e-9, 0
-    try:
-        while True:
-            if step % cfg.eval_interval == 0 or step == cfg.max_iters:
-                losses = estimate_loss(model, splits, cfg, ctx)
-                for key, value in dict(step=step, **losses).items():
-                    history[key].append(value)
-                elapsed = time.time() - t0
-                eta = elapsed / max(1, step - start) * (cfg.max_iters - step)  # seconds, at the pace so far
-                print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
-                      f"{tokens / train_time:6.0f} tok/s | {elapsed:5.0f}s elapsed | ETA {eta:5.0f}s", flush=True)
-                if losses["val"] < best_val:
-                    best_val = losses["val"]
-                    save_checkpoint(ckpt_path, model, optimizer, cfg, tokenizer, step, best_val, history)
-                plot_losses(history, os.path.join(cfg.out_dir, "loss.png"))
-                train_time, tokens = 1e-9, 0
-            if step >= cfg.max_iters:
-                return best_val
-            t = time.time()
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step, cfg)
-            x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
-            with ctx:
-                _, loss = model(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if not math.isfinite(loss.item()):
-                fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate ({ckpt_path} is kept)")
-            optimizer.step()
-            step, tokens, train_time = step + 1, tokens + x.numel(), train_time + time.time() - t
-    except KeyboardInterrupt:
-        save_checkpoint(ckpt_path, model, optimizer, cfg, tokenizer, step, best_val, history)
-        print(f"\ninterrupted at step {step}: saved {ckpt_path}; continue with: python gpt.py --init_from=resume"
-              f" --out_dir={cfg.out_dir}", file=sys.stderr)
-        raise SystemExit(130)
-
-def pick_device(name):
-    """The requested device, or for 'auto' the best one present: cuda, then mps, then cpu."""
-    has = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
-    if not has.get(name, True):
-        fail(f"--device={name} but PyTorch finds no {name.upper()} device here; use --device=auto or --device=cpu")
-    return next(d for d in has if has[d]) if name == "auto" else name
-
-def make_config(flags, device, ckpt, ckpt_path):
-    """The run's settings: a checkpoint's when resuming, else the defaults (or LAPTOP), with the flags on top."""
-    if ckpt:
-        for name in [n for n in SHAPE_FIELDS if n in flags and flags[n] != ckpt["config"][n]]:
-            fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={ckpt['config'][name]}; drop the flag or "
-                 "use another --out_dir")
-        return Config(**{**ckpt["config"], **flags})
-    if device == "cuda" or any(name in flags for name in SIZE_FLAGS):
-        return Config(**flags)
-    cfg = Config(**{**LAPTOP, **flags})
-    print(f"no CUDA GPU: training a laptop-sized model ({cfg.n_layer} layers, {cfg.n_embd} channels, context "
-          f"{cfg.block_size}, {cfg.max_iters} steps); any size flag (e.g. --n_layer=6) gives the lecture's full model")
-    return cfg
+# ------------------------------------------------------------------------------------------ main
 
 def main(argv=None):
-    """Parse flags, load the text, build (or resume) a model, train it, and print a sample."""
-    flags = parse_args(Config, argv)
-    device = pick_device(flags.get("device", Config.device))
-    ckpt_path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
-    ckpt = load_checkpoint(ckpt_path) if flags.get("init_from") == "resume" else None
-    check_config(cfg := make_config(flags, device, ckpt, ckpt_path))
+    """Settings, then data, model, training and a sample; returns what the run made."""
+    cfg, device, dtype, ckpt = make_settings(argv)
     torch.manual_seed(cfg.seed)
-    tokenizer = CharTokenizer(ckpt["vocab"]) if ckpt else None
-    if train_more := ckpt is None or ckpt["step"] < cfg.max_iters:  # resuming with --max_iters=0 only samples
-        text = load_text(DEFAULT_INPUT if cfg.input == Config.input else cfg.input)
-        if tokenizer and tokenizer.chars != sorted(set(text)):
-            fail(f"{cfg.input} has other characters than the text {ckpt_path} was trained on; resume with that text")
-        tokenizer = tokenizer or CharTokenizer.from_text(text)
-        splits = split_data(text, tokenizer, cfg.block_size)
-    if unknown := sorted(set(cfg.prompt) - set(tokenizer.chars)):
-        fail(f"the prompt has characters outside the vocabulary: {''.join(unknown)!r}; remove them from --prompt")
-    model = GPT(cfg := dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))).to(device)
+    path = os.path.join(HERE, "input.txt") if cfg.input == Config.input else cfg.input
+    text = load_text(path)
+    tokenizer = CharTokenizer.from_text(text)
+    if ckpt and ckpt["vocab"] != tokenizer.chars:
+        fail(f"{path} has other characters than the checkpoint's text; resume with that text")
+    unknown = sorted(set(cfg.prompt) - set(tokenizer.chars))
+    if unknown:
+        fail(f"the prompt has characters outside the vocabulary: {''.join(unknown)!r}; "
+             "remove them from --prompt")
+    splits = split_data(text, tokenizer, cfg.block_size)
+
+    cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
+    model = GPT(cfg).to(device)
     optimizer = make_optimizer(model, cfg)
-    try:
-        if ckpt:
+    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    step, history = 0, None
+    if ckpt:
+        try:
             model.load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as e:
-        fail(f"{ckpt_path} does not fit this model ({str(e).splitlines()[0][:80]}); delete it or use another --out_dir")
-    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters on {device}")
-    ctx = autocast(device, cfg.dtype)
-    if train_more:
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        resume = (ckpt["step"], ckpt["best_val_loss"], ckpt["history"]) if ckpt else (0, float("inf"), None)
-        train(model, optimizer, splits, cfg, tokenizer, ctx, *resume)
-        model.load_state_dict((ckpt := load_checkpoint(ckpt_path))["model"])  # sample from the best model, not the last
-    idx = torch.tensor([tokenizer.encode(cfg.prompt) or [0]], dtype=torch.long, device=device)  # (1, T)
-    with ctx:
-        out = model.eval().generate(idx, cfg.max_new_tokens, cfg.temperature, cfg.top_k or None)  # (1, T + new)
-    print(sample := tokenizer.decode(out[0].tolist()))
-    return dict(model=model, config=cfg, best_val_loss=ckpt["best_val_loss"], sample=sample)
+        except (RuntimeError, ValueError, KeyError) as e:
+            fail(f"the checkpoint does not fit this model ({str(e).splitlines()[0][:80]})")
+        torch.set_rng_state(ckpt["rng"])
+        if "cuda_rng" in ckpt and torch.cuda.is_available():
+            torch.cuda.set_rng_state(ckpt["cuda_rng"])
+        step, history = ckpt["step"], ckpt["history"]
+
+    ctx = torch.autocast(device, torch.bfloat16, enabled=dtype == "bfloat16")
+    if history is None or step < cfg.max_iters:  # resuming with --max_iters=0 only samples
+        history = train(model, optimizer, splits, cfg, ctx, tokenizer.chars, step, history)
+    generated = sample(model, tokenizer, cfg, ctx)
+    print(generated)
+    return dict(model=model, config=cfg, history=history, sample=generated)
 
 if __name__ == "__main__":
     main()

@@ -32,9 +32,9 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 from benchmarks.lecture import lecture_gpt  # noqa: E402
-from gpt import GPT, LAPTOP, Config, autocast, get_batch, make_optimizer  # noqa: E402
+from gpt import GPT, PRESETS, Config, get_batch, make_optimizer, pick_device  # noqa: E402
 
-CONFIGS = {"scaled": Config(vocab_size=65), "laptop": Config(vocab_size=65, **LAPTOP)}
+CONFIGS = {"scaled": Config(vocab_size=65), "laptop": Config(vocab_size=65, **PRESETS["laptop"])}
 
 
 def build(model_name, cfg, device):
@@ -42,7 +42,8 @@ def build(model_name, cfg, device):
     torch.manual_seed(0)
     if model_name == "gpt.py":
         model = GPT(cfg).to(device)
-        return model, make_optimizer(model, cfg), autocast(device, "auto")
+        _, dtype, _ = pick_device(device, "auto")  # bfloat16 autocast where the chip has it
+        return model, make_optimizer(model, cfg), torch.autocast(device, torch.bfloat16, enabled=dtype == "bfloat16")
     model = lecture_gpt(cfg).to(device)
     return model, torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate), nullcontext()
 

@@ -68,5 +68,7 @@ def copy_attention(fused, lecture):
     q, k, v = fused.qkv.weight.split(C, dim=0)  # 3 x (C, C): rows are output channels
     for h, head in enumerate(lecture.heads):
         rows = slice(h * hs, (h + 1) * hs)  # head h owns channels h*hs ... (h+1)*hs - 1
-        head.query.weight.copy_(q[rows]), head.key.weight.copy_(k[rows]), head.value.weight.copy_(v[rows])
+        head.query.weight.copy_(q[rows])
+        head.key.weight.copy_(k[rows])
+        head.value.weight.copy_(v[rows])
     lecture.proj.load_state_dict(fused.proj.state_dict())

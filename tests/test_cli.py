@@ -1,9 +1,11 @@
-"""gpt.py as a user runs it: end to end, resume, seeds, and every bad input (one clear line, no traceback)."""
+"""gpt.py as a user runs it: end to end, presets, resume, seeds, and every bad input (one clear line, no traceback)."""
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 import torch
@@ -44,23 +46,81 @@ def assert_clean_error(result, *phrases):
         assert phrase in lines[0], lines[0]
 
 
-def test_end_to_end_writes_checkpoint_plot_and_sample(tmp_path, text_file):
+def test_end_to_end_writes_a_checkpoint_and_a_sample(tmp_path, text_file):
     out = tmp_path / "out"
     result = run(f"--input={text_file}", f"--out_dir={out}", "--prompt=To be", *TINY_FLAGS, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("preset laptop (no CUDA GPU")  # the first line says what runs, and why
     assert "step    20 | train" in result.stdout
-    assert (out / "ckpt.pt").stat().st_size > 0 and (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
     assert result.stdout[-36:-1].startswith("To be")  # the last thing printed: the prompt and 30 new characters
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
+    assert ckpt["step"] == 20 and ckpt["history"]["step"] == [0, 10, 20]
     assert ckpt["config"]["n_layer"] == 1 and ckpt["vocab"] == sorted(set(open(text_file).read()))
 
 
-def test_help_lists_every_flag_with_its_comment():
+def test_help_lists_every_flag_with_its_help_text():
     result = run("--help")
     assert result.returncode == 0
-    for field in ("batch_size", "block_size", "max_iters", "learning_rate", "n_embd", "top_k", "init_from"):
-        assert f"--{field}=" in result.stdout
-    assert "context length" in result.stdout and "--vocab_size" not in result.stdout
+    text = " ".join(result.stdout.split())  # argparse wraps long help lines
+    flags = [f for f in dataclasses.fields(gpt.Config) if "help" in f.metadata]
+    assert len(flags) >= 20
+    for f in flags:
+        assert f"--{f.name} " in text and " ".join(f.metadata["help"].split()) in text, f.name
+    assert "--vocab_size" not in text  # set from the data
+
+
+def test_help_works_where_gpt_py_was_pasted_into_a_notebook_cell(capsys):
+    """No __file__, no source file to read: the help text lives in the fields themselves."""
+    namespace = {"__name__": "pasted"}
+    exec(compile(open(GPT_PY, encoding="utf-8").read(), "<cell>", "exec"), namespace)
+    with pytest.raises(SystemExit) as stop:
+        namespace["main"](["--help"])
+    assert stop.value.code == 0 and "--max_iters" in capsys.readouterr().out
+
+
+def settings(tmp_path, *flags):
+    """The Config that make_settings decides for these flags, on this machine (no CUDA GPU)."""
+    return gpt.make_settings([f"--out_dir={tmp_path}", *flags])[0]
+
+
+def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    laptop = settings(tmp_path)
+    assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path))
+    assert "preset laptop (no CUDA GPU" in capsys.readouterr().out
+    lecture = settings(tmp_path, "--preset=lecture")
+    assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path))
+    assert (lecture.n_layer, lecture.n_embd, lecture.block_size) == (6, 384, 256)
+
+
+def test_cuda_picks_the_lecture_preset(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gpt, "pick_device", lambda name, dtype: ("cuda", "bfloat16", "a stand-in"))
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=2**35))
+    assert settings(tmp_path) == gpt.Config(preset="lecture", out_dir=str(tmp_path))
+    assert capsys.readouterr().out.startswith("preset lecture (a CUDA GPU)")
+
+
+@pytest.mark.parametrize("preset", ["laptop", "lecture"])
+def test_a_flag_changes_only_the_field_it_names(tmp_path, preset):
+    base = settings(tmp_path, f"--preset={preset}")
+    for f in dataclasses.fields(gpt.Config):
+        if "help" not in f.metadata or f.name in ("out_dir", "preset", "init_from", "device", "input"):
+            continue
+        choices = f.metadata["choices"]
+        value = [c for c in choices if c != getattr(base, f.name)][0] if choices else getattr(base, f.name) * 2
+        if f.name == "dropout":
+            value = 0.3
+        if f.type is str and not choices:
+            value = "To be"
+        changed = settings(tmp_path, f"--preset={preset}", f"--{f.name}={value}")
+        assert changed == dataclasses.replace(base, **{f.name: value}), f.name
+
+
+def test_kernel_arguments_are_ignored_inside_a_notebook(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel-1.json"])
+    monkeypatch.setitem(sys.modules, "ipykernel", sys)  # anything: only its presence matters
+    assert gpt.parse_flags(gpt.Config) == {}
 
 
 def test_checkpoint_round_trip_gives_identical_logits_and_resume_continues(tmp_path, text_file):
@@ -71,13 +131,37 @@ def test_checkpoint_round_trip_gives_identical_logits_and_resume_continues(tmp_p
     model.load_state_dict(ckpt["model"])
     idx = torch.randint(len(ckpt["vocab"]), (2, 8))
     torch.testing.assert_close(model.eval()(idx)[0], first["model"].eval()(idx)[0], rtol=0, atol=0)
-    step = ckpt["step"]  # the step of the best val loss so far
-    resumed = run("--init_from=resume", f"--out_dir={out}", f"--input={text_file}", f"--max_iters={step + 10}")
+    step = ckpt["step"]  # the last step: ckpt.pt holds the latest state
+    resumed = run("--init_from=resume", f"--out_dir={out}", f"--max_iters={step + 10}")
     assert resumed.returncode == 0, resumed.stderr
     steps = [int(line.split("|")[0].split()[1]) for line in resumed.stdout.splitlines() if line.startswith("step")]
-    assert steps[0] == step and steps[-1] == step + 10
+    assert steps == [step + 10]  # the step resumed from is not evaluated (nor logged) twice
+    history = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["history"]
+    assert history["step"] == [0, 10, 20, 30]
     sample_only = run("--init_from=resume", f"--out_dir={out}", "--max_iters=0", "--max_new_tokens=20")
-    assert sample_only.returncode == 0 and "step" not in sample_only.stdout, sample_only.stderr
+    assert sample_only.returncode == 0, sample_only.stderr
+    assert not [line for line in sample_only.stdout.splitlines() if line.startswith("step")]
+
+
+def test_ctrl_c_then_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path, text_file, monkeypatch):
+    """Ctrl-C injected at a fixed step: the checkpoint holds the random state, so the run goes on exactly."""
+    flags = [f"--input={text_file}", *TINY_FLAGS, "--dropout=0.2"]  # dropout draws random numbers too
+    straight = gpt.main([*flags, f"--out_dir={tmp_path / 'a'}"])["history"]
+    lr_at = gpt.lr_at
+
+    def lr_at_pressing_ctrl_c(step, cfg):
+        if step == 13:
+            signal.raise_signal(signal.SIGINT)
+        return lr_at(step, cfg)
+
+    monkeypatch.setattr(gpt, "lr_at", lr_at_pressing_ctrl_c)
+    with pytest.raises(SystemExit) as stop:
+        gpt.main([*flags, f"--out_dir={tmp_path / 'b'}"])
+    assert stop.value.code == 130
+    assert torch.load(tmp_path / "b" / "ckpt.pt", weights_only=True)["step"] == 14  # stopped between steps
+    monkeypatch.setattr(gpt, "lr_at", lr_at)
+    resumed = gpt.main([*flags, f"--out_dir={tmp_path / 'b'}", "--init_from=resume"])["history"]
+    assert resumed == straight and len(straight["step"]) == 3
 
 
 def test_same_seed_repeats_a_run_exactly(tmp_path, text_file):
@@ -89,40 +173,51 @@ def test_same_seed_repeats_a_run_exactly(tmp_path, text_file):
     assert losses(7, "a") != losses(8, "c")
 
 
-def test_laptop_preset_without_a_gpu_and_not_with_size_flags(text_file, capsys):
-    cfg = gpt.make_config({}, "cpu", None, "")
-    assert (cfg.n_layer, cfg.n_embd, cfg.block_size) == (gpt.LAPTOP["n_layer"], gpt.LAPTOP["n_embd"],
-                                                         gpt.LAPTOP["block_size"])
-    assert "laptop-sized" in capsys.readouterr().out
-    assert gpt.make_config({"max_iters": 7}, "cpu", None, "").max_iters == 7  # other flags apply on top
-    assert gpt.make_config({"n_layer": 6}, "cpu", None, "") == gpt.Config(n_layer=6)  # a size flag: the full model
-    assert gpt.make_config({}, "cuda", None, "") == gpt.Config()
-
-
-def test_kernel_arguments_are_ignored_inside_a_notebook(monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel-1.json"])
-    monkeypatch.setitem(sys.modules, "ipykernel", sys)  # anything: only its presence matters
-    assert gpt.parse_args(gpt.Config) == {}
-
-
 # ----------------------------------------------------------------------------- bad input
 
 
 @pytest.mark.parametrize("flag,phrases", [
     ("--n_layr=2", ["unknown flag --n_layr", "did you mean --n_layer?"]),
-    ("--max_iters=lots", ["--max_iters=lots is not a valid int"]),
-    ("--dropout=x", ["--dropout=x is not a valid float"]),
+    ("--max_iters=lots", ["--max_iters", "invalid int value: 'lots'"]),
+    ("--dropout=x", ["--dropout", "invalid float value: 'x'"]),
     ("n_layer=2", ["write flags as --name=value"]),
-    ("--n_embd=100", ["--n_embd=100 must be divisible by --n_head=6"]),
+    ("--n_head=3", ["--n_embd=256 must be divisible by --n_head=3", "e.g. --n_embd=192"]),
     ("--n_layer=0", ["--n_layer must be at least 1"]),
     ("--batch_size=-3", ["--batch_size must be at least 1"]),
     ("--dropout=1.0", ["--dropout must be in [0, 1)"]),
     ("--dropout=-0.1", ["--dropout must be in [0, 1)"]),
-    ("--temperature=0", ["--temperature must be above 0"]),
-    ("--init_from=resum", ["--init_from must be one of scratch, resume"]),
+    ("--dropout=nan", ["--dropout must be in [0, 1)"]),
+    ("--learning_rate=nan", ["--learning_rate must be a finite number"]),
+    ("--learning_rate=inf", ["--learning_rate must be a finite number"]),
+    ("--min_lr=nan", ["--min_lr must be a finite number"]),
+    ("--grad_clip=nan", ["--grad_clip must be a finite number"]),
+    ("--weight_decay=nan", ["--weight_decay must be a finite number"]),
+    ("--init_from=resum", ["--init_from", "invalid choice: 'resum'"]),
+    ("--preset=gpu", ["--preset", "invalid choice: 'gpu'"]),
+    ("--block_size=100000", ["needs about", "GiB", "lower --batch_size, --block_size or --n_layer"]),
 ])
 def test_bad_flags(flag, phrases, tmp_path, text_file):
     assert_clean_error(run(flag, f"--input={text_file}", f"--out_dir={tmp_path}"), *phrases)
+
+
+def test_a_flag_given_twice_is_refused(tmp_path):
+    result = run("--max_iters=3", "--max_iters=4", f"--out_dir={tmp_path}")
+    assert_clean_error(result, "--max_iters is given 2 times")
+    assert result.returncode == 2
+
+
+@pytest.mark.parametrize("where", ["/proc/forbidden", "/proc", "a regular file"])
+def test_an_out_dir_that_cannot_be_written_is_refused_before_loading(tmp_path, text_file, where):
+    if where == "a regular file":
+        where = str(tmp_path / "file")
+        open(where, "w").close()
+    result = run(f"--out_dir={where}", f"--input={text_file}", *TINY_FLAGS)
+    assert_clean_error(result, f"can't write to --out_dir={where}")
+    assert "parameters" not in result.stdout  # refused before the model was built
+
+
+def test_bigram_refuses_a_learning_rate_that_is_not_finite():
+    assert_clean_error(run("--learning_rate=inf", script=os.path.join(ROOT, "bigram.py")), "--learning_rate")
 
 
 def test_bad_input_files(tmp_path):
@@ -132,7 +227,7 @@ def test_bad_input_files(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait ".encode("latin-1") * 100)
     assert_clean_error(run(f"--input={tmp_path / 'latin1.txt'}"), "not UTF-8", "offset 3")
     (tmp_path / "short.txt").write_text("a short text, " * 30)
-    assert_clean_error(run(f"--input={tmp_path / 'short.txt'}", "--n_layer=1"), "too short for --block_size=256")
+    assert_clean_error(run(f"--input={tmp_path / 'short.txt'}", "--n_layer=1"), "too short for --block_size=128")
 
 
 def test_prompt_outside_the_vocabulary_is_named(tmp_path, text_file):
@@ -167,6 +262,17 @@ def test_resume_from_a_corrupt_or_unsafe_checkpoint(tmp_path, trained):
     assert_clean_error(run("--init_from=resume", f"--out_dir={out}"), "not a readable checkpoint")
 
 
+def test_resume_with_a_value_that_diverges_keeps_the_checkpoint_and_its_settings(trained, text_file):
+    """A flag given on resume applies to that run; it is saved only with a good step, so a NaN saves nothing."""
+    out, blob = trained
+    result = run("--init_from=resume", f"--out_dir={out}", "--max_iters=40", "--learning_rate=1e30", "--grad_clip=0",
+                 "--warmup_iters=0")
+    assert_clean_error(result, "loss became", "keeps the state of step 20")
+    assert (out / "ckpt.pt").read_bytes() == blob
+    plain = run("--init_from=resume", f"--out_dir={out}", "--max_iters=30")
+    assert plain.returncode == 0 and "step    30 | train" in plain.stdout, plain.stderr
+
+
 def test_resume_with_other_shapes_or_vocabulary_keeps_the_checkpoint(tmp_path, trained):
     out, blob = trained
     assert_clean_error(run("--init_from=resume", f"--out_dir={out}", "--n_embd=32"),
@@ -187,11 +293,13 @@ def test_bad_input_never_touches_an_existing_checkpoint(trained, text_file):
 
 def test_loss_turning_nan_stops_and_keeps_the_last_good_checkpoint(tmp_path, text_file):
     out = tmp_path / "out"
-    result = run(f"--input={text_file}", f"--out_dir={out}", *TINY_FLAGS, "--learning_rate=1e30", "--warmup_iters=0",
+    flags = [f for f in TINY_FLAGS if not f.startswith("--warmup_iters")]
+    result = run(f"--input={text_file}", f"--out_dir={out}", *flags, "--learning_rate=1e30", "--warmup_iters=0",
                  "--grad_clip=0")
     assert_clean_error(result, "loss became", "lower --learning_rate")
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)  # saved at step 0, before it diverged
     assert ckpt["step"] == 0 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
+    assert "keeps the state of step 0" in result.stderr
 
 
 def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, text_file):

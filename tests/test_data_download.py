@@ -2,6 +2,7 @@
 import hashlib
 import http.server
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -45,34 +46,48 @@ def closed_port():
         return s.getsockname()[1]
 
 
-def test_download_checks_the_sha256_and_saves(server, tmp_path):
-    path = str(tmp_path / "input.txt")
-    gpt.download(f"{server}/input.txt", path, hashlib.sha256(BODY.encode()).hexdigest())
-    assert open(path).read() == BODY and not os.path.exists(path + ".tmp")
+@pytest.fixture
+def fetch(tmp_path, monkeypatch, capsys):
+    """load_text of a missing default input.txt in tmp_path, downloading from url with checksum sha256."""
+    monkeypatch.setattr(gpt, "HERE", str(tmp_path))
+
+    def load(url, sha256):
+        monkeypatch.setattr(gpt, "DATA_URL", url)
+        monkeypatch.setattr(gpt, "DATA_SHA256", sha256)
+        return gpt.load_text(str(tmp_path / "input.txt"))
+
+    return load
 
 
-def test_download_with_the_wrong_checksum_writes_nothing(server, tmp_path):
-    path = str(tmp_path / "input.txt")
-    with pytest.raises(SystemExit, match="wrong sha256"):
-        gpt.download(f"{server}/input.txt", path, "0" * 64)
+def test_download_checks_the_sha256_and_saves(server, tmp_path, fetch):
+    assert fetch(f"{server}/input.txt", hashlib.sha256(BODY.encode()).hexdigest()) == BODY
+    assert os.listdir(tmp_path) == ["input.txt"] and open(tmp_path / "input.txt").read() == BODY
+
+
+def test_download_with_the_wrong_checksum_writes_nothing(server, tmp_path, fetch, capsys):
+    with pytest.raises(SystemExit):
+        fetch(f"{server}/input.txt", "0" * 64)
+    assert "invalid hash value" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("where", ["404", "closed port"])
-def test_download_failure_says_where_to_put_the_file(server, tmp_path, where):
+def test_download_failure_says_where_to_put_the_file(server, tmp_path, fetch, capsys, where):
     url = f"{server}/missing.txt" if where == "404" else f"http://127.0.0.1:{closed_port()}/input.txt"
-    path = str(tmp_path / "input.txt")
-    with pytest.raises(SystemExit, match="downloading it failed .* put a UTF-8 text there or pass --input=FILE"):
-        gpt.download(url, path, gpt.DATA_SHA256)
+    with pytest.raises(SystemExit):
+        fetch(url, gpt.DATA_SHA256)
+    err = capsys.readouterr().err
+    assert re.search("downloading it failed .* put a UTF-8 text there or pass --input=FILE", err), err
     assert os.listdir(tmp_path) == []
 
 
 def copy_of_gpt_with_url(tmp_path, url):
     """gpt.py copied into an empty folder (so its default input.txt is missing), DATA_URL pointed at url."""
     source = open(os.path.join(ROOT, "gpt.py"), encoding="utf-8").read()
-    assert source.count(f'DATA_URL = "{gpt.DATA_URL}"') == 1
+    source, count = re.subn(r"^DATA_URL = .*?\)$", f"DATA_URL = {url!r}", source, flags=re.MULTILINE | re.DOTALL)
+    assert count == 1
     script = tmp_path / "gpt.py"
-    script.write_text(source.replace(f'DATA_URL = "{gpt.DATA_URL}"', f'DATA_URL = "{url}"'), encoding="utf-8")
+    script.write_text(source, encoding="utf-8")
     return str(script)
 
 
