@@ -73,7 +73,7 @@ def main(argv=None):
     """Train the bigram model, printing the losses, and end with a sample."""
     cfg = BigramConfig(**parse_flags(BigramConfig, argv))
     check_config(cfg)
-    device, _, _ = pick_device(cfg.device, "float32")
+    device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     default_input = os.path.join(HERE, "input.txt")
     text = load_text(default_input if cfg.input == BigramConfig.input else cfg.input)

@@ -35,7 +35,8 @@ class Config:
     dropout: float = flag(0.2, "fraction of activations zeroed in training, against overfitting")
     vocab_size: int = 65  # distinct characters: set from the text, not a flag
     batch_size: int = flag(64, "independent sequences per step")
-    max_iters: int = flag(5000, "optimizer steps in total")
+    max_iters: int = flag(5000, "optimizer steps in total (with --max_time: at most)")
+    max_time: float = flag(0.0, "seconds for the whole run, sample included (0: no limit)")
     learning_rate: float = flag(3e-4, "peak learning rate, reached after the warm-up")
     min_lr: float = flag(3e-5, "learning rate at the end of the cosine decay")
     warmup_iters: int = flag(100, "steps of linear warm-up from 0 to learning_rate")
@@ -45,17 +46,19 @@ class Config:
     eval_iters: int = flag(200, "batches averaged per split for each loss estimate")
     seed: int = flag(1337, "random seed: the same seed repeats a run exactly on a CPU")
     device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
-    dtype: str = flag("auto", "auto: bfloat16 where fast", ("auto", "bfloat16", "float32"))
+    dtype: str = flag("auto", "auto: by hardware", ("auto", "bfloat16", "float16", "float32"))
+    compile: bool = flag(False, "True: compile the model with torch.compile (faster on GPUs)")
     prompt: str = flag("", "text the sample starts from ('': the first character, a newline)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
 # The defaults are the lecture's model: on two CPU cores it would train for about 5 hours. Without
-# a CUDA GPU, gpt.py trains this smaller model in about 10 minutes (benchmarks/laptop_sweep.md).
+# a CUDA GPU, gpt.py trains this smaller model for as many steps as fit in 10 minutes on the
+# machine at hand (benchmarks/laptop_sweep.md).
 PRESETS = {
     "lecture": {},
     "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   max_iters=1700, learning_rate=1e-3, min_lr=1e-4, eval_interval=500,
-                   eval_iters=50),
+                   max_iters=5000, max_time=600.0, learning_rate=1e-3, min_lr=1e-4,
+                   eval_interval=500, eval_iters=50),
 }
 
 # ------------------------------------------------------------------------------------------ data
@@ -226,15 +229,21 @@ def estimate_loss(model, splits, cfg, ctx):
     model.train()
     return out
 
-def train(model, optimizer, splits, cfg, ctx, vocab, step=0, history=None):
+def train(model, optimizer, splits, cfg, vocab, step=0, history=None, started=None):
     """Step the optimizer on random batches; every eval_interval steps log the losses and save."""
-    device = next(model.parameters()).device
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     if history is None:
         history = {"step": [], "train": [], "val": []}  # every loss estimate so far
-    progress = Progress(cfg, step)
+    ctx = autocast(cfg)
+    scaler = torch.amp.GradScaler(cfg.device, enabled=cfg.dtype == "float16")  # see autocast()
+    progress = Progress(cfg, step, started)
     with ctrl_c_caught() as ctrl_c:
         while True:
+            if cfg.max_time and step == cfg.warmup_iters:  # the speed is measured: fit the steps
+                progress.plan(step)
+            if cfg.max_time and progress.out_of_time(step):  # a backstop, should the machine slow
+                print(f"time budget: stopping at step {step} of {cfg.max_iters}", flush=True)
+                cfg.max_iters = step
             if ctrl_c:  # checked here, between two steps, so the saved state is whole
                 save_checkpoint(ckpt_path, model, optimizer, cfg, vocab, step, history)
                 fail(f"interrupted at step {step}: saved {ckpt_path}; continue with "
@@ -255,29 +264,30 @@ def train(model, optimizer, splits, cfg, ctx, vocab, step=0, history=None):
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
-            x = x.to(device, non_blocking=True)
-            y = y.to(device, non_blocking=True)
+            x = x.to(cfg.device, non_blocking=True)
+            y = y.to(cfg.device, non_blocking=True)
             with ctx:
                 _, loss = model(x, y)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()  # just loss.backward() unless in float16
             if cfg.grad_clip > 0:
+                scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not math.isfinite(loss.item()):
                 fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate "
                      f"({ckpt_path} keeps the state of step {history['step'][-1]})")
-            optimizer.step()
+            scaler.step(optimizer)  # optimizer.step(), skipped if float16 gradients overflowed
+            scaler.update()
             step += 1
 
 # -------------------------------------------------------------------------------------- sampling
 
-def sample(model, tokenizer, cfg, ctx):
+def sample(model, tokenizer, cfg):
     """Generate max_new_tokens characters after the prompt and return the whole text."""
-    device = next(model.parameters()).device
     start = tokenizer.encode(cfg.prompt) or [0]  # id 0: the first character of the vocabulary
-    idx = torch.tensor([start], dtype=torch.long, device=device)  # (1, T)
+    idx = torch.tensor([start], dtype=torch.long, device=cfg.device)  # (1, T)
     model.eval()
-    with ctx:
+    with autocast(cfg):
         out = model.generate(idx, cfg.max_new_tokens)  # (1, T + new)
     return tokenizer.decode(out[0].tolist())
 
@@ -298,6 +308,12 @@ class FlagParser(argparse.ArgumentParser):
     def error(self, message):  # one line naming the problem, not argparse's usage block
         fail(f"{message}; see --help", code=2)
 
+def boolean(text):
+    """The value of a True/False flag such as --compile=True."""
+    if text not in ("True", "False"):
+        raise ValueError(text)  # argparse turns this into "invalid boolean value"
+    return text == "True"
+
 def parse_flags(config_class, argv=None):
     """The '--name=value' flags given, for the fields of config_class that have a help text."""
     if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
@@ -305,9 +321,9 @@ def parse_flags(config_class, argv=None):
     parser = FlagParser(usage="%(prog)s [--name=value ...]", allow_abbrev=False)
     fields = [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
     for f in fields:
-        parser.add_argument(f"--{f.name}", type=f.type, choices=f.metadata["choices"],
-                            help=f"{f.metadata['help']} (default: {f.default!r})",
-                            default=argparse.SUPPRESS, metavar=f.type.__name__.upper())
+        parser.add_argument(f"--{f.name}", type=boolean if f.type is bool else f.type,
+                            choices=f.metadata["choices"], default=argparse.SUPPRESS,
+                            help=f"{f.metadata['help']} (default: {f.default!r})")
     flags, unknown = parser.parse_known_args(argv)
     for arg in unknown:
         if not arg.startswith("--"):
@@ -321,7 +337,7 @@ def parse_flags(config_class, argv=None):
             fail(f"{name} is given {given.count(name)} times; keep one", code=2)
     return vars(flags)
 
-def check_config(cfg, device):
+def check_config(cfg):
     """Reject settings that cannot train, each with its fix, before anything is loaded."""
     for name in ("block_size", "n_embd", "n_head", "n_layer", "batch_size", "eval_interval",
                  "eval_iters"):
@@ -330,11 +346,13 @@ def check_config(cfg, device):
     for name in ("max_iters", "warmup_iters", "max_new_tokens"):
         if getattr(cfg, name) < 0:
             fail(f"--{name} must be at least 0, got {getattr(cfg, name)}")
-    for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip"):
+    for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip", "max_time"):
         if not 0 <= getattr(cfg, name) < math.inf:  # false for nan too
             fail(f"--{name} must be a finite number, at least 0; got {getattr(cfg, name)}")
     if not 0 <= cfg.dropout < 1:
         fail(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.max_time and cfg.warmup_iters < 10:
+        fail("--max_time measures the speed during the warm-up: give --warmup_iters=10 or more")
     if cfg.n_embd % cfg.n_head:
         fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, "
              f"e.g. --n_embd={cfg.n_head * 64}")
@@ -342,10 +360,10 @@ def check_config(cfg, device):
     # al. 2022, with fused attention)
     need = cfg.n_layer * cfg.batch_size * cfg.block_size * 34 * cfg.n_embd * 4
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if device == "cuda":
+    if cfg.device == "cuda":
         have = torch.cuda.get_device_properties(0).total_memory
     if need > have:
-        fail(f"training this model needs about {need / 2**30:,.0f} GiB and {device} has "
+        fail(f"training this model needs about {need / 2**30:,.0f} GiB and {cfg.device} has "
              f"{have / 2**30:,.0f} GiB; lower --batch_size, --block_size or --n_layer")
     try:  # write in out_dir now, rather than fail after the data and the model have loaded
         os.makedirs(cfg.out_dir, exist_ok=True)
@@ -376,21 +394,30 @@ def load_text(path):
         fail(f"{path} is empty; pass a text file with some content via --input")
     return text
 
-def pick_device(name, dtype):
-    """The device (for 'auto': cuda, then mps, then cpu), its precision, and why."""
+def pick_device(name):
+    """The device asked for, or for 'auto' the best one here: cuda, then mps, then cpu."""
     present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not present.get(name, True):
         fail(f"--device={name} but PyTorch finds no {name.upper()} device here; "
              "use --device=auto or --device=cpu")
     if name == "auto":
-        name = "cuda" if present["cuda"] else "mps" if present["mps"] else "cpu"
-    if dtype != "auto":
-        return name, dtype, "--dtype"
-    if name == "cuda" and torch.cuda.is_bf16_supported():
-        return name, "bfloat16", "the GPU has bfloat16"
-    if name == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return name, "bfloat16", "the CPU has bfloat16 matmuls: AVX512-BF16 or AMX"
-    return name, "float32", f"no fast bfloat16 on this {name}"
+        return "cuda" if present["cuda"] else "mps" if present["mps"] else "cpu"
+    return name
+
+def pick_precision(device, capability=None, cpu_bf16=False):
+    """The dtype for autocast on this hardware, and why: native bfloat16, else float16 or 32."""
+    if device == "cuda" and capability >= (8, 0):  # Ampere and newer: bfloat16 tensor cores
+        return "bfloat16", f"compute capability {capability[0]}.{capability[1]} has bfloat16"
+    if device == "cuda":  # T4, V100: fast float16 only, whose small range needs a GradScaler
+        return "float16", f"compute capability {capability[0]}.{capability[1]} lacks bfloat16"
+    if device == "cpu" and cpu_bf16:
+        return "bfloat16", "the CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"
+    return "float32", f"no fast half precision on this {device}"
+
+def autocast(cfg):
+    """Matmuls in cfg.dtype (bfloat16 or float16) where it is safe, the rest in float32."""
+    dtype = getattr(torch, cfg.dtype)
+    return torch.autocast(cfg.device, dtype=dtype, enabled=dtype != torch.float32)
 
 @contextlib.contextmanager
 def ctrl_c_caught():
@@ -403,30 +430,75 @@ def ctrl_c_caught():
         signal.signal(signal.SIGINT, previous)
 
 class Progress:
-    """Times evaluations apart from training steps, for the speed and ETA of each log line."""
+    """The run's clock: times steps and evaluations, and fits the step count into --max_time."""
 
-    def __init__(self, cfg, step):
-        self.cfg, self.first_step = cfg, step
+    def __init__(self, cfg, step, started=None):
+        self.cfg = cfg
+        self.first_step = step
         self.begin = time.perf_counter()
+        self.started = started or self.begin  # when main() began: --max_time counts from there
         self.eval_seconds = 0.0
+        self.evals = 0
 
     @contextlib.contextmanager
     def evaluating(self):
         start = time.perf_counter()
         yield
         self.eval_seconds += time.perf_counter() - start
+        self.evals += 1
+
+    def step_time(self, step):
+        train_seconds = time.perf_counter() - self.begin - self.eval_seconds
+        return train_seconds / max(1, step - self.first_step)
+
+    def time_to_finish(self, step):
+        """One evaluation, and the sample: a new character costs about a step / batch_size."""
+        sample = self.cfg.max_new_tokens * self.step_time(step) / self.cfg.batch_size
+        return self.eval_seconds / max(1, self.evals) + sample
+
+    def plan(self, step):
+        """Set max_iters to the last step that fits in the time left, from the speed so far."""
+        if step == self.first_step or not self.evals:  # resumed here: nothing measured yet
+            return
+        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.time_to_finish(step)
+        fit = steps_in_budget(left, step, self.step_time(step), self.eval_seconds / self.evals,
+                              self.cfg.eval_interval)
+        self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
+        print(f"budget: {self.cfg.max_iters} steps fit in --max_time={self.cfg.max_time:.0f} here;"
+              f" repeat this run with --max_iters={self.cfg.max_iters} --max_time=0", flush=True)
+
+    def out_of_time(self, step):
+        """Would one more step, then the end (evaluation and sample), overrun --max_time?"""
+        if step == self.first_step or not self.evals:
+            return False
+        need = self.step_time(step) + self.time_to_finish(step)
+        return time.perf_counter() - self.started + need > self.cfg.max_time
 
     def report(self, step):
-        elapsed = time.perf_counter() - self.begin
+        elapsed = time.perf_counter() - self.started
+        line = f"{elapsed:5.0f}s elapsed"
+        if self.cfg.max_time:
+            line = f"{elapsed:5.0f}s of {self.cfg.max_time:.0f}s"
         if step == self.first_step:  # no training step timed yet
-            return f"{elapsed:5.0f}s elapsed"
-        step_time = (elapsed - self.eval_seconds) / (step - self.first_step)
-        tokens_per_s = self.cfg.batch_size * self.cfg.block_size / step_time
-        eta = (elapsed - self.eval_seconds) / (step - self.first_step) * (self.cfg.max_iters - step)
-        return f"{elapsed:5.0f}s elapsed | {tokens_per_s:6.0f} tok/s | ETA {eta:5.0f}s"
+            return line
+        tokens_per_s = self.cfg.batch_size * self.cfg.block_size / self.step_time(step)
+        return f"{line} | {tokens_per_s:6.0f} tok/s"
+
+def steps_in_budget(seconds, step, step_time, eval_time, eval_interval):
+    """The last step that training from `step` reaches in `seconds`, its evaluations included."""
+    last = step + int(seconds / step_time)
+    while last > step:
+        evals = last // eval_interval - step // eval_interval  # at multiples of eval_interval
+        if last % eval_interval:
+            evals += 1  # and one at the end
+        if (last - step) * step_time + evals * eval_time <= seconds:
+            return last
+        last -= 1
+    return step
 
 def save_checkpoint(path, model, optimizer, cfg, vocab, step, history):
     """The whole training state, written to a temp file and renamed: never half-written."""
+    model = getattr(model, "_orig_mod", model)  # the model inside torch.compile's wrapper
     state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), vocab=vocab,
                  config=dataclasses.asdict(cfg), step=step, history=history,
                  rng=torch.get_rng_state())  # so that batches and dropout go on where they were
@@ -451,17 +523,17 @@ def load_checkpoint(path):
 def make_settings(argv=None):
     """The one place that decides the run: a preset or a checkpoint, then the flags on top."""
     flags = parse_flags(Config, argv)
-    device, dtype, dtype_why = pick_device(flags.get("device", "auto"), flags.get("dtype", "auto"))
-    ckpt_path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
+    device = pick_device(flags.get("device", "auto"))
     ckpt = None
     if flags.get("init_from") == "resume":
+        ckpt_path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
         ckpt = load_checkpoint(ckpt_path)
         saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
         for name in ("block_size", "n_layer", "n_head", "n_embd"):
             if name in flags and flags[name] != saved[name]:
                 fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={saved[name]}; "
                      "drop the flag or use another --out_dir")
-        cfg = Config(**{**saved, **flags})
+        cfg = Config(**{**saved, "dtype": "auto", **flags})
         why = f"resuming {ckpt_path} at step {ckpt['step']}"
     else:
         preset = flags.get("preset", "auto")
@@ -471,17 +543,28 @@ def make_settings(argv=None):
             why = "a CUDA GPU" if device == "cuda" else "no CUDA GPU, and the lecture's takes hours"
         cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
         why = f"preset {preset} ({why})"
-    check_config(cfg, device)
+    capability = torch.cuda.get_device_capability() if device == "cuda" else None
+    dtype, dtype_why = pick_precision(device, capability, torch.backends.mkldnn.is_available()
+                                      and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if cfg.dtype != "auto":
+        dtype, dtype_why = cfg.dtype, "--dtype"
+    cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
+    check_config(cfg)
+    steps = f"{cfg.max_iters} steps"
+    if cfg.max_time:
+        steps = f"the steps that fit in {cfg.max_time:.0f} s (at most {cfg.max_iters})"
     print(f"{why}: {cfg.n_layer} layers, {cfg.n_embd} channels, context {cfg.block_size}, "
-          f"{cfg.max_iters} steps | {device}, {dtype} ({dtype_why})")
-    return cfg, device, dtype, ckpt
+          f"{steps} | {device}, {dtype} ({dtype_why})")
+    return cfg, ckpt
 
 # ------------------------------------------------------------------------------------------ main
 
 def main(argv=None):
     """Settings, then data, model, training and a sample; returns what the run made."""
-    cfg, device, dtype, ckpt = make_settings(argv)
+    started = time.perf_counter()
+    cfg, ckpt = make_settings(argv)
     torch.manual_seed(cfg.seed)
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
     path = os.path.join(HERE, "input.txt") if cfg.input == Config.input else cfg.input
     text = load_text(path)
     tokenizer = CharTokenizer.from_text(text)
@@ -494,7 +577,7 @@ def main(argv=None):
     splits = split_data(text, tokenizer, cfg.block_size)
 
     cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
-    model = GPT(cfg).to(device)
+    model = GPT(cfg).to(cfg.device)
     optimizer = make_optimizer(model, cfg)
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     step, history = 0, None
@@ -509,10 +592,10 @@ def main(argv=None):
             torch.cuda.set_rng_state(ckpt["cuda_rng"])
         step, history = ckpt["step"], ckpt["history"]
 
-    ctx = torch.autocast(device, torch.bfloat16, enabled=dtype == "bfloat16")
     if history is None or step < cfg.max_iters:  # resuming with --max_iters=0 only samples
-        history = train(model, optimizer, splits, cfg, ctx, tokenizer.chars, step, history)
-    generated = sample(model, tokenizer, cfg, ctx)
+        trained = torch.compile(model) if cfg.compile else model  # the same weights, compiled
+        history = train(trained, optimizer, splits, cfg, tokenizer.chars, step, history, started)
+    generated = sample(model, tokenizer, cfg)
     print(generated)
     return dict(model=model, config=cfg, history=history, sample=generated)
 

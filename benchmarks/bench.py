@@ -32,7 +32,7 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 from benchmarks.lecture import lecture_gpt  # noqa: E402
-from gpt import GPT, PRESETS, Config, get_batch, make_optimizer, pick_device  # noqa: E402
+from gpt import GPT, PRESETS, Config, autocast, get_batch, make_optimizer, pick_precision  # noqa: E402
 
 CONFIGS = {"scaled": Config(vocab_size=65), "laptop": Config(vocab_size=65, **PRESETS["laptop"])}
 
@@ -42,8 +42,9 @@ def build(model_name, cfg, device):
     torch.manual_seed(0)
     if model_name == "gpt.py":
         model = GPT(cfg).to(device)
-        _, dtype, _ = pick_device(device, "auto")  # bfloat16 autocast where the chip has it
-        return model, make_optimizer(model, cfg), torch.autocast(device, torch.bfloat16, enabled=dtype == "bfloat16")
+        capability = torch.cuda.get_device_capability() if device == "cuda" else None
+        dtype, _ = pick_precision(device, capability, torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return model, make_optimizer(model, cfg), autocast(dataclasses.replace(cfg, device=device, dtype=dtype))
     model = lecture_gpt(cfg).to(device)
     return model, torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate), nullcontext()
 

@@ -1,5 +1,6 @@
 """gpt.py as a user runs it: end to end, presets, resume, seeds, and every bad input (one clear line, no traceback)."""
 import dataclasses
+import math
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from conftest import ROOT
 GPT_PY = os.path.join(ROOT, "gpt.py")
 # A small model on a small text, so that a whole run takes a few seconds.
 TINY_FLAGS = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=4", "--max_iters=20",
-              "--eval_interval=10", "--eval_iters=2", "--max_new_tokens=30", "--warmup_iters=2"]
+              "--eval_interval=10", "--eval_iters=2", "--max_new_tokens=30", "--warmup_iters=2", "--max_time=0"]
 
 
 @pytest.fixture
@@ -87,17 +88,20 @@ def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path, capsys
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
     laptop = settings(tmp_path)
-    assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path))
+    chosen = dict(device="cpu", dtype=laptop.dtype)  # the device and precision make_settings picked
+    assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path), **chosen)
     assert "preset laptop (no CUDA GPU" in capsys.readouterr().out
     lecture = settings(tmp_path, "--preset=lecture")
-    assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path))
+    assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path), **chosen)
     assert (lecture.n_layer, lecture.n_embd, lecture.block_size) == (6, 384, 256)
 
 
 def test_cuda_picks_the_lecture_preset(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(gpt, "pick_device", lambda name, dtype: ("cuda", "bfloat16", "a stand-in"))
+    monkeypatch.setattr(gpt, "pick_device", lambda name: "cuda")
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
     monkeypatch.setattr(gpt.torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=2**35))
-    assert settings(tmp_path) == gpt.Config(preset="lecture", out_dir=str(tmp_path))
+    cfg = settings(tmp_path)
+    assert cfg == gpt.Config(preset="lecture", out_dir=str(tmp_path), device="cuda", dtype="bfloat16")
     assert capsys.readouterr().out.startswith("preset lecture (a CUDA GPU)")
 
 
@@ -108,7 +112,11 @@ def test_a_flag_changes_only_the_field_it_names(tmp_path, preset):
         if "help" not in f.metadata or f.name in ("out_dir", "preset", "init_from", "device", "input"):
             continue
         choices = f.metadata["choices"]
-        value = [c for c in choices if c != getattr(base, f.name)][0] if choices else getattr(base, f.name) * 2
+        value = getattr(base, f.name) * 2
+        if choices:
+            value = [c for c in choices if c not in (getattr(base, f.name), "auto")][0]
+        if f.type is bool:
+            value = not getattr(base, f.name)
         if f.name == "dropout":
             value = 0.3
         if f.type is str and not choices:
@@ -320,3 +328,127 @@ def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, text_file):
     assert ckpt["step"] >= 50 and not os.path.exists(out / "ckpt.pt.tmp")
     resumed = run("--init_from=resume", f"--out_dir={out}", f"--max_iters={ckpt['step'] + 5}", "--max_new_tokens=5")
     assert resumed.returncode == 0 and f"step {ckpt['step'] + 5:5d}" in resumed.stdout, resumed.stderr
+
+
+# ----------------------------------------------------------------------------- the time budget
+
+
+def brute_force_last_step(seconds, step, step_time, eval_time, eval_interval):
+    """The oracle: walk every candidate end and add up its steps and evaluations one by one."""
+    best = step
+    for last in range(step + 1, step + int(seconds / step_time) + 2):
+        cost = sum(step_time for _ in range(step, last))
+        cost += sum(eval_time for s in range(step + 1, last + 1) if s % eval_interval == 0 or s == last)
+        if cost <= seconds + 1e-9:
+            best = last
+    return best
+
+
+@pytest.mark.parametrize("seconds,step,step_time,eval_time,eval_interval", [
+    (600, 100, 0.25, 9.0, 500), (600, 100, 0.4, 9.0, 500), (30, 10, 0.1, 2.5, 50), (5, 0, 0.5, 10, 100),
+    (120, 37, 0.013, 0.9, 7),
+])
+def test_steps_in_budget_is_the_last_step_that_fits(seconds, step, step_time, eval_time, eval_interval):
+    expected = brute_force_last_step(seconds, step, step_time, eval_time, eval_interval)
+    assert gpt.steps_in_budget(seconds, step, step_time, eval_time, eval_interval) == expected
+
+
+def test_the_schedule_warms_up_then_decays_to_min_lr_at_max_iters():
+    cfg = gpt.Config(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, max_iters=110)
+    assert gpt.lr_at(0, cfg) == pytest.approx(1e-4) and gpt.lr_at(9, cfg) == pytest.approx(1e-3)
+    assert gpt.lr_at(60, cfg) == pytest.approx((1e-3 + 1e-4) / 2)  # half way down the cosine
+    assert gpt.lr_at(110, cfg) == pytest.approx(1e-4) and gpt.lr_at(500, cfg) == pytest.approx(1e-4)
+    lrs = [gpt.lr_at(step, cfg) for step in range(10, 111)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+class FakeClock:
+    """time.perf_counter for gpt.py: every call moves time on by `tick` seconds."""
+
+    def __init__(self, tick):
+        self.now, self.tick = 1000.0, tick
+
+    def __call__(self):
+        self.now += self.tick
+        return self.now
+
+
+BUDGET_FLAGS = [f for f in TINY_FLAGS if not f.startswith(("--max_iters", "--warmup_iters", "--eval_interval", "--max_time"))]
+
+
+def test_a_budgeted_run_fits_its_steps_and_the_printed_flag_repeats_it(tmp_path, text_file, monkeypatch, capsys):
+    monkeypatch.setattr(gpt.time, "perf_counter", FakeClock(0.05))
+    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20"]
+    budgeted = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path / 'a'}"])
+    out = capsys.readouterr().out
+    steps = budgeted["config"].max_iters
+    assert 20 < steps < 1000 and f"repeat this run with --max_iters={steps} --max_time=0" in out
+    assert "time budget: stopping" not in out
+    ckpt = torch.load(tmp_path / "a" / "ckpt.pt", weights_only=True)
+    assert ckpt["config"]["max_iters"] == steps and ckpt["config"]["max_time"] == 30  # both recorded
+    repeat = gpt.main([*flags, f"--max_iters={steps}", "--max_time=0", f"--out_dir={tmp_path / 'b'}"])
+    assert repeat["history"] == budgeted["history"]
+    resumed = gpt.main([*flags, "--max_time=30", f"--max_iters={steps + 5}", "--init_from=resume",
+                        f"--out_dir={tmp_path / 'a'}"])
+    assert resumed["history"]["step"][-1] == steps + 5
+
+
+def test_the_backstop_stops_a_run_that_slows_down(tmp_path, text_file, monkeypatch, capsys):
+    clock = FakeClock(0.05)
+    monkeypatch.setattr(gpt.time, "perf_counter", clock)
+    lr_at = gpt.lr_at
+
+    def slower_after_step_30(step, cfg):
+        if step == 30:
+            clock.tick = 0.5  # the machine becomes 10x slower after the plan was made
+        return lr_at(step, cfg)
+
+    monkeypatch.setattr(gpt, "lr_at", slower_after_step_30)
+    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20"]
+    result = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path}"])
+    out = capsys.readouterr().out
+    planned = int(out.split("repeat this run with --max_iters=")[1].split()[0])
+    last = result["history"]["step"][-1]
+    assert f"time budget: stopping at step {last} of {planned}" in out and 30 < last < planned
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == last
+    assert clock.now - 1000 < 30 + 0.5 * 10  # ended within the budget, give or take a few ticks
+
+
+# ----------------------------------------------------------------------------- precision and compile
+
+
+@pytest.mark.parametrize("device,capability,cpu_bf16,expected", [
+    ("cuda", (7, 5), False, "float16"),  # T4 (Colab's free GPU): no bfloat16 tensor cores
+    ("cuda", (7, 0), False, "float16"),  # V100
+    ("cuda", (8, 0), False, "bfloat16"),  # A100
+    ("cuda", (9, 0), False, "bfloat16"),  # H100
+    ("mps", None, False, "float32"),  # Apple GPUs
+    ("cpu", None, True, "bfloat16"),  # AVX512-BF16 or AMX
+    ("cpu", None, False, "float32"),
+])
+def test_precision_follows_the_hardware(device, capability, cpu_bf16, expected):
+    dtype, why = gpt.pick_precision(device, capability, cpu_bf16)
+    assert dtype == expected and why
+
+
+def test_float16_with_a_gradient_scaler_trains_on_a_cpu(tmp_path, text_file):
+    result = gpt.main([f"--input={text_file}", f"--out_dir={tmp_path}", *TINY_FLAGS, "--dtype=float16"])
+    assert result["config"].dtype == "float16"
+    val = result["history"]["val"]
+    assert all(math.isfinite(v) for v in val) and val[-1] < val[0]
+
+
+def test_a_compiled_models_checkpoint_loads_into_a_plain_model_and_back(tmp_path):
+    cfg = gpt.Config(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0)
+    model = gpt.GPT(cfg)
+    compiled = torch.compile(model, backend="eager")  # the wrapper that --compile=True makes
+    optimizer = gpt.make_optimizer(model, cfg)
+    path = str(tmp_path / "ckpt.pt")
+    gpt.save_checkpoint(path, compiled, optimizer, cfg, list("abcdefghijk"), 0, {"step": [], "train": [], "val": []})
+    saved = gpt.load_checkpoint(path)["model"]
+    assert not [key for key in saved if key.startswith("_orig_mod")]
+    plain = gpt.GPT(cfg)
+    plain.load_state_dict(saved)
+    idx = torch.randint(11, (2, 8))
+    torch.testing.assert_close(plain(idx)[0], model(idx)[0])
+    torch.testing.assert_close(torch.compile(plain, backend="eager")(idx)[0], model(idx)[0])
