@@ -23,7 +23,7 @@ def flag(default, help, choices=None):
 
 @dataclass
 class Config:
-    """Every hyperparameter. The defaults are the lecture's model, for one CUDA GPU."""
+    """Every hyperparameter. The defaults are the lecture's; the laptop preset changes some."""
     input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
     preset: str = flag("auto", "auto: lecture on CUDA, else laptop", ("auto", "lecture", "laptop"))
@@ -318,11 +318,13 @@ def parse_flags(config_class, argv=None):
     """The '--name=value' flags given, for the fields of config_class that have a help text."""
     if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
         argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
-    parser = FlagParser(usage="%(prog)s [--name=value ...]", allow_abbrev=False)
+    parser = FlagParser(usage="%(prog)s [--name=value ...]", description=config_class.__doc__,
+                        allow_abbrev=False)
     fields = [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
     for f in fields:
         parser.add_argument(f"--{f.name}", type=boolean if f.type is bool else f.type,
                             choices=f.metadata["choices"], default=argparse.SUPPRESS,
+                            metavar=f.type.__name__.upper(),
                             help=f"{f.metadata['help']} (default: {f.default!r})")
     flags, unknown = parser.parse_known_args(argv)
     for arg in unknown:

@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from benchmarks.lecture import lecture_gpt  # noqa: E402
 from gpt import GPT, PRESETS, Config, autocast, get_batch, make_optimizer, pick_precision  # noqa: E402
@@ -95,18 +96,40 @@ def measure(model_name, config_name, iters, warmup, device):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def quality_run(device):
-    """`python gpt.py` as a learner runs it (no flags): wall time and the last val loss it prints."""
+def quality_run(device, flags, plot_path):
+    """`python gpt.py` as a learner runs it (no flags unless given): wall time, val loss, loss plot."""
     out_dir = os.path.join(ROOT, "out", "bench_quality")
     t = time.perf_counter()
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "gpt.py"), f"--out_dir={out_dir}"],
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "gpt.py"), f"--out_dir={out_dir}", *flags],
                             capture_output=True, text=True, check=True, cwd=ROOT)
     wall = time.perf_counter() - t
     vals = re.findall(r"^step\s+(\d+) \| train ([\d.]+) \| val ([\d.]+)", result.stdout, re.MULTILINE)
     last_log_line = [line for line in result.stdout.splitlines() if line.startswith("step")][-1]
-    return dict(command="python gpt.py", wall_s=wall, final_step=int(vals[-1][0]), final_train=float(vals[-1][1]),
-                final_val=float(vals[-1][2]), best_val=min(float(v[2]) for v in vals),
+    history = torch.load(os.path.join(out_dir, "ckpt.pt"), weights_only=True)["history"]
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    for split in ("train", "val"):
+        ax.plot(history["step"], history[split], marker="o", label=split)
+    ax.set(xlabel="step", ylabel="loss", title=f"python gpt.py {' '.join(flags)}".strip())
+    ax.legend()
+    fig.savefig(plot_path, dpi=100)
+    return dict(command=" ".join(["python gpt.py", *flags]), wall_s=wall, final_step=int(vals[-1][0]),
+                final_train=float(vals[-1][1]), final_val=float(vals[-1][2]),
+                best_val=min(float(v[2]) for v in vals), first_line=result.stdout.splitlines()[0],
                 sample=result.stdout.split(last_log_line, 1)[1].strip("\n"), stdout=result.stdout)
+
+
+def cpu_model():
+    """The CPU's model name and family from /proc/cpuinfo (speed on a CPU depends on it)."""
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return platform.processor()
+    name = re.search(r"^model name\s*: (.*)$", info, re.MULTILINE)
+    family = re.search(r"^cpu family\s*: (.*)$", info, re.MULTILINE)
+    flags = re.search(r"^flags\s*: (.*)$", info, re.MULTILINE)
+    isa = [f for f in ("avx512_bf16", "amx_bf16") if flags and f in flags.group(1).split()]
+    return f"{name.group(1) if name else '?'} (family {family.group(1) if family else '?'}; {', '.join(isa) or 'no bf16 ISA'})"
 
 
 def main():
@@ -118,6 +141,8 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--no-quality", action="store_true", help="skip the time-to-quality run of python gpt.py")
     parser.add_argument("--no-speed", action="store_true", help="only the quality run; keep the speed rows in --json")
+    parser.add_argument("--gpt-flags", default="", help="flags for the quality run, e.g. '--dtype=float32'")
+    parser.add_argument("--plot", default=os.path.join(ROOT, "benchmarks", "laptop_loss.png"), help="its loss plot")
     parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results.json"), help="where to write")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "CONFIG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -127,7 +152,7 @@ def main():
     machine = dict(device=args.device, cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                    torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
                    gpu=torch.cuda.get_device_name() if args.device == "cuda" else None,
-                   cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
+                   cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), cpu_model=cpu_model())
     rows = []
     for config_name in [] if args.no_speed else args.configs.split(","):
         runs = {"gpt.py": [], "reference": []}
@@ -150,13 +175,16 @@ def main():
         print(f"{row['config']:8s} {row['model']:10s} {row['ms_per_iter']:9.0f} {row['tokens_per_s']:9.0f} "
               f"{row['speedup_train']:6.2f}x {row['peak_mem_mb']:8.0f} {row['sample_tokens_per_s']:13.0f} "
               f"{row['speedup_sample']:6.2f}x")
-    if args.no_speed and os.path.exists(args.json):
-        with open(args.json) as f:
-            rows = json.load(f)["train_and_sample"]
     report = dict(machine=machine, date=time.strftime("%Y-%m-%d"), train_and_sample=rows)
+    if args.no_speed and os.path.exists(args.json):  # keep the speed rows, with their own machine
+        with open(args.json) as f:
+            report = json.load(f)
     if not args.no_quality:
-        quality = quality_run(args.device)
-        report["quality"] = {k: v for k, v in quality.items() if k != "stdout"}
+        quality = quality_run(args.device, args.gpt_flags.split(), args.plot)
+        runs = report.get("quality_runs", {})
+        runs[quality["command"]] = dict(machine=machine, date=time.strftime("%Y-%m-%d"),
+                                        **{k: v for k, v in quality.items() if k != "stdout"})
+        report["quality_runs"] = runs
         print(f"\ntime to quality: `python gpt.py` ran {quality['wall_s']:.0f} s, ended at step {quality['final_step']} "
               f"with val {quality['final_val']:.4f} (best {quality['best_val']:.4f})")
     with open(args.json, "w") as f:
