@@ -240,7 +240,7 @@ def train(model, optimizer, splits, cfg, vocab, step=0, history=None, started=No
     with ctrl_c_caught() as ctrl_c:
         while True:
             if cfg.max_time and step == cfg.warmup_iters:  # the speed is measured: fit the steps
-                progress.plan(step)
+                progress.plan(model, step)
             if cfg.max_time and progress.out_of_time(step):  # a backstop, should the machine slow
                 print(f"time budget: stopping at step {step} of {cfg.max_iters}", flush=True)
                 cfg.max_iters = step
@@ -441,6 +441,7 @@ class Progress:
         self.started = started or self.begin  # when main() began: --max_time counts from there
         self.eval_seconds = 0.0
         self.evals = 0
+        self.sample_seconds = 0.0
 
     @contextlib.contextmanager
     def evaluating(self):
@@ -453,27 +454,38 @@ class Progress:
         train_seconds = time.perf_counter() - self.begin - self.eval_seconds
         return train_seconds / max(1, step - self.first_step)
 
-    def time_to_finish(self, step):
-        """One evaluation, and the sample: a new character costs about a step / batch_size."""
-        sample = self.cfg.max_new_tokens * self.step_time(step) / self.cfg.batch_size
-        return self.eval_seconds / max(1, self.evals) + sample
+    def time_to_finish(self):
+        """What the run still costs after its last step: one evaluation, then the sample."""
+        return self.eval_seconds / max(1, self.evals) + self.sample_seconds
 
-    def plan(self, step):
+    def plan(self, model, step):
         """Set max_iters to the last step that fits in the time left, from the speed so far."""
         if step == self.first_step or not self.evals:  # resumed here: nothing measured yet
             return
-        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.time_to_finish(step)
+        self.sample_seconds = self.time_sample(model)
+        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.time_to_finish()
         fit = steps_in_budget(left, step, self.step_time(step), self.eval_seconds / self.evals,
                               self.cfg.eval_interval)
         self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
         print(f"budget: {self.cfg.max_iters} steps fit in --max_time={self.cfg.max_time:.0f} here;"
               f" repeat this run with --max_iters={self.cfg.max_iters} --max_time=0", flush=True)
 
+    def time_sample(self, model):
+        """Time a trial sample of up to block_size characters, scaled to max_new_tokens."""
+        k = min(self.cfg.max_new_tokens, self.cfg.block_size)
+        idx = torch.zeros((1, 1), dtype=torch.long, device=self.cfg.device)  # (1, 1)
+        start = time.perf_counter()
+        rng_device = "mps" if self.cfg.device == "mps" else "cuda"
+        with torch.random.fork_rng(device_type=rng_device), autocast(self.cfg):  # the run's own
+            model.eval().generate(idx, k)  # random numbers are restored after this trial
+        model.train()
+        return (time.perf_counter() - start) * self.cfg.max_new_tokens / max(1, k)
+
     def out_of_time(self, step):
         """Would one more step, then the end (evaluation and sample), overrun --max_time?"""
         if step == self.first_step or not self.evals:
             return False
-        need = self.step_time(step) + self.time_to_finish(step)
+        need = self.step_time(step) + self.time_to_finish()
         return time.perf_counter() - self.started + need > self.cfg.max_time
 
     def report(self, step):
