@@ -1,4 +1,7 @@
-"""The notebooks: each runs top to bottom in smoke mode, and cells marked `# same as FILE` still match FILE."""
+"""The notebooks: each runs top to bottom in smoke mode, cells marked `# same as FILE` still match FILE, a
+cell that defines one of gpt.py's names says whether it is gpt.py's, and every piece of gpt.py's model and
+training code is in a marked cell of some notebook."""
+import ast
 import glob
 import json
 import os
@@ -10,6 +13,9 @@ from conftest import ROOT
 
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 MARKER = re.compile(r"^# same as (\S+)")
+GPT_PY = os.path.join(ROOT, "gpt.py")
+SAME_AS_GPT = "# same as gpt.py"
+CHANGED_FROM_GPT = "# changed from gpt.py:"
 
 
 def code_cells(path):
@@ -20,6 +26,32 @@ def code_cells(path):
 def normalise(text):
     """Lines with runs of whitespace collapsed, blank lines dropped: layout may differ, code may not."""
     return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def defined_names(code):
+    """The names of the top-level classes and functions a piece of code defines (none if it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # e.g. a cell with IPython magics: it defines nothing we check
+        return []
+    return [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def gpt_sections():
+    """gpt.py's top-level class and function names, each with the section comment it sits under."""
+    with open(GPT_PY, encoding="utf-8") as f:
+        source = f.read()
+    section_at = {}  # line number -> section name, from comments like '# ------ model'
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = re.match(r"^# -{3,} (.+)$", line)
+        if match:
+            section_at[number] = match.group(1).strip()
+    names = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            above = [number for number in section_at if number < node.lineno]
+            names[node.name] = section_at[max(above)] if above else None
+    return names
 
 
 def test_there_are_notebooks():
@@ -56,3 +88,30 @@ def test_runs_top_to_bottom_in_smoke_mode(path, shakespeare_path, monkeypatch):
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_cells_that_define_a_gpt_py_name_say_so(path):
+    """A cell defining a class or function that gpt.py also defines is marked as gpt.py's or says how it differs."""
+    gpt_names = set(gpt_sections())
+    unmarked = []
+    for cell in code_cells(path):
+        clashes = sorted(set(defined_names(cell)) & gpt_names)
+        if clashes and not (cell.startswith(SAME_AS_GPT) or cell.startswith(CHANGED_FROM_GPT)):
+            unmarked.append(f"{', '.join(clashes)} in the cell starting {cell.splitlines()[0][:60]!r}")
+    assert not unmarked, (f"{os.path.basename(path)} defines gpt.py's names without '{SAME_AS_GPT}' or "
+                          f"'{CHANGED_FROM_GPT} <what and why>' on the first line: " + "; ".join(unmarked))
+
+
+def test_gpt_py_model_and_training_code_is_in_marked_cells():
+    """Every class and function of gpt.py's model and training sections appears in a `# same as gpt.py` cell."""
+    sections = gpt_sections()
+    wanted = sorted(name for name, section in sections.items() if section in ("model", "training"))
+    assert {"GPT", "train"} <= set(wanted), f"gpt.py's section comments moved: found {wanted}"
+    marked = set()
+    for path in NOTEBOOKS:
+        for cell in code_cells(path):
+            if cell.startswith(SAME_AS_GPT):
+                marked.update(defined_names(cell))
+    missing = [name for name in wanted if name not in marked]
+    assert not missing, f"no notebook has a '{SAME_AS_GPT}' cell defining {missing}"
