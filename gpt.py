@@ -463,23 +463,29 @@ class Progress:
         if step == self.first_step or not self.evals:  # resumed here: nothing measured yet
             return
         self.sample_seconds = self.time_sample(model)
+        step_time = self.step_time(step)
+        eval_time = self.eval_seconds / self.evals
         left = self.cfg.max_time - (time.perf_counter() - self.started) - self.time_to_finish()
-        fit = steps_in_budget(left, step, self.step_time(step), self.eval_seconds / self.evals,
-                              self.cfg.eval_interval)
+        fit = steps_in_budget(left, step, step_time, eval_time, self.cfg.eval_interval)
         self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
-        print(f"budget: {self.cfg.max_iters} steps fit in --max_time={self.cfg.max_time:.0f} here;"
-              f" repeat this run with --max_iters={self.cfg.max_iters} --max_time=0", flush=True)
+        print(f"budget: {self.cfg.max_iters} steps fit in --max_time={self.cfg.max_time:.0f} here "
+              f"(a step {step_time:.3f} s, an evaluation {eval_time:.1f} s, the sample "
+              f"{self.sample_seconds:.1f} s); repeat this run with --max_iters={self.cfg.max_iters}"
+              " --max_time=0", flush=True)
 
     def time_sample(self, model):
-        """Time a trial sample of up to block_size characters, scaled to max_new_tokens."""
-        k = min(self.cfg.max_new_tokens, self.cfg.block_size)
+        """Time a trial sample: the first block_size characters, then 8 at a full context."""
+        first = min(self.cfg.max_new_tokens, self.cfg.block_size)
         idx = torch.zeros((1, 1), dtype=torch.long, device=self.cfg.device)  # (1, 1)
-        start = time.perf_counter()
         rng_device = "mps" if self.cfg.device == "mps" else "cuda"
         with torch.random.fork_rng(device_type=rng_device), autocast(self.cfg):  # the run's own
-            model.eval().generate(idx, k)  # random numbers are restored after this trial
+            start = time.perf_counter()  # random numbers are restored after this trial
+            idx = model.eval().generate(idx, first)  # (1, 1 + first)
+            middle = time.perf_counter()
+            model.generate(idx, 8)  # each further character costs about the same
+            end = time.perf_counter()
         model.train()
-        return (time.perf_counter() - start) * self.cfg.max_new_tokens / max(1, k)
+        return middle - start + (self.cfg.max_new_tokens - first) * (end - middle) / 8
 
     def out_of_time(self, step):
         """Would one more step, then the end (evaluation and sample), overrun --max_time?"""

@@ -116,6 +116,7 @@ def quality_run(device, flags, plot_path):
     return dict(command=" ".join(["python gpt.py", *flags]), wall_s=wall, final_step=int(vals[-1][0]),
                 final_train=float(vals[-1][1]), final_val=float(vals[-1][2]),
                 best_val=min(float(v[2]) for v in vals), first_line=result.stdout.splitlines()[0],
+                log=[line for line in result.stdout.splitlines() if line.startswith(("step", "budget", "time"))],
                 sample=result.stdout.split(last_log_line, 1)[1].strip("\n"), stdout=result.stdout)
 
 
