@@ -5,7 +5,6 @@ the two differ only in the model. `python bigram.py --help` lists the flags.
 """
 from contextlib import nullcontext
 from dataclasses import dataclass
-import math
 import os
 
 import torch
@@ -58,15 +57,12 @@ class BigramLanguageModel(nn.Module):
 
 
 def check_config(cfg):
-    """Reject settings that cannot train, each with its fix."""
-    for name in ("batch_size", "block_size", "eval_interval", "eval_iters"):
-        if getattr(cfg, name) < 1:
-            fail(f"--{name} must be at least 1, got {getattr(cfg, name)}")
-    for name in ("max_iters", "max_new_tokens"):
-        if getattr(cfg, name) < 0:
-            fail(f"--{name} must be at least 0, got {getattr(cfg, name)}")
-    if not 0 <= cfg.learning_rate < math.inf:  # false for nan too
-        fail(f"--learning_rate must be a finite number, at least 0; got {cfg.learning_rate}")
+    """The checks that the flags' types cannot make (they refuse nan, inf and negative rates)."""
+    at_least = dict(batch_size=1, block_size=1, eval_interval=1, eval_iters=1, max_iters=0,
+                    max_new_tokens=0, seed=0)
+    for name, low in at_least.items():
+        if getattr(cfg, name) < low:
+            fail(f"--{name} must be at least {low}, got {getattr(cfg, name)}")
 
 
 def main(argv=None):
@@ -84,7 +80,7 @@ def main(argv=None):
     for step in range(cfg.max_iters + 1):
         if step % cfg.eval_interval == 0 or step == cfg.max_iters:
             losses = estimate_loss(model, splits, cfg, nullcontext())
-            print(f"step {step:4d}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f}")
         if step == cfg.max_iters:
             break
         xb, yb = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
@@ -99,4 +95,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, UnicodeDecodeError) as e:  # a file that can't be read, in Python's words
+        fail(f"{e}; check --input")

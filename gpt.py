@@ -1,14 +1,13 @@
 """
-A character-level GPT in one file: read a text, train a decoder-only transformer on it, and write
-more text like it. `python gpt.py` trains on Tiny Shakespeare (downloaded when missing) and ends
-with a sample; `python gpt.py --help` lists every flag.
-
-Reading order: hyperparameters, data, model (small pieces to large), training, sampling: the
-lecture. Then the command line, devices and safety checks, and main(): skip them at first.
+A character-level GPT in one file: it reads a text, trains a decoder-only transformer on it and
+writes more text like it (`python gpt.py`; `python gpt.py --help` lists every flag). The defaults
+are the model of Karpathy's lecture "Let's build GPT" with a modern training recipe, not the
+lecture's (the README lists each difference); without a CUDA GPU a smaller model trains for 10
+minutes. Read the lecture part first: hyperparameters, data, model, training, sampling.
 Shapes: B batch, T time (position in the context), C channels (n_embd), V vocabulary, nh heads,
 hs head size (C // nh).
 """
-import argparse, contextlib, dataclasses, difflib, math, os, signal, sys, time
+import argparse, contextlib, dataclasses, math, os, sys, time
 from dataclasses import dataclass, field
 
 import torch
@@ -23,7 +22,8 @@ def flag(default, help, choices=None):
 
 @dataclass
 class Config:
-    """Every hyperparameter. The defaults are the lecture's; the laptop preset changes some."""
+    """Every hyperparameter: the lecture's model, changed by a preset (auto: lecture on a CUDA
+    GPU, laptop elsewhere) and then by the flags given."""
     input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
     preset: str = flag("auto", "auto: lecture on CUDA, else laptop", ("auto", "lecture", "laptop"))
@@ -51,9 +51,8 @@ class Config:
     prompt: str = flag("", "text the sample starts from ('': the first character, a newline)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
-# The defaults are the lecture's model: on two CPU cores it would train for about 5 hours. Without
-# a CUDA GPU, gpt.py trains this smaller model for as many steps as fit in 10 minutes on the
-# machine at hand (benchmarks/laptop_sweep.md).
+# The lecture's model takes hours on a CPU. Without a CUDA GPU, gpt.py trains this smaller one for
+# the steps that fit in 10 minutes on the machine at hand (benchmarks/laptop_sweep.md: why it).
 PRESETS = {
     "lecture": {},
     "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
@@ -107,7 +106,8 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
         # Dropout acts on this layer's output, not on the (T, T) attention weights as in the
-        # lecture: on a CPU, weight dropout takes SDPA off its fused kernel (2x slower per step).
+        # lecture: on a CPU, weight dropout takes SDPA off its fused kernel (notebook 06: 3.17x
+        # slower attention at the lecture's shape). CUDA's fused kernels take dropout_p.
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -229,56 +229,43 @@ def estimate_loss(model, splits, cfg, ctx):
     model.train()
     return out
 
-def train(model, optimizer, splits, cfg, vocab, step=0, history=None, started=None):
-    """Step the optimizer on random batches; every eval_interval steps log the losses and save."""
-    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
-    if history is None:
-        history = {"step": [], "train": [], "val": []}  # every loss estimate so far
-    ctx = autocast(cfg)
-    scaler = torch.amp.GradScaler(cfg.device, enabled=cfg.dtype == "float16")  # see autocast()
-    progress = Progress(cfg, step, started)
-    with ctrl_c_caught() as ctrl_c:
-        while True:
-            if cfg.max_time and step == cfg.warmup_iters:  # the speed is measured: fit the steps
-                progress.plan(model, step)
-            if cfg.max_time and progress.out_of_time(step):  # a backstop, should the machine slow
-                print(f"time budget: stopping at step {step} of {cfg.max_iters}", flush=True)
-                cfg.max_iters = step
-            if ctrl_c:  # checked here, between two steps, so the saved state is whole
-                save_checkpoint(ckpt_path, model, optimizer, cfg, vocab, step, history)
-                fail(f"interrupted at step {step}: saved {ckpt_path}; continue with "
-                     f"python gpt.py --init_from=resume --out_dir={cfg.out_dir}", code=130)
-            is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
-            if is_eval_step and step not in history["step"]:  # a resumed step is logged already
-                with progress.evaluating():
-                    losses = estimate_loss(model, splits, cfg, ctx)
-                    history["step"].append(step)
-                    history["train"].append(losses["train"])
-                    history["val"].append(losses["val"])
-                    save_checkpoint(ckpt_path, model, optimizer, cfg, vocab, step, history)
-                print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
-                      f"{progress.report(step)}", flush=True)
-            if step >= cfg.max_iters:
-                return history
-            lr = lr_at(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
-            x = x.to(cfg.device, non_blocking=True)
-            y = y.to(cfg.device, non_blocking=True)
-            with ctx:
-                _, loss = model(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()  # just loss.backward() unless in float16
-            if cfg.grad_clip > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if not math.isfinite(loss.item()):
-                fail(f"the loss became {loss.item()} at step {step}; lower --learning_rate "
-                     f"({ckpt_path} keeps the state of step {history['step'][-1]})")
-            scaler.step(optimizer)  # optimizer.step(), skipped if float16 gradients overflowed
-            scaler.update()
-            step += 1
+def train_step(model, optimizer, scaler, splits, cfg, step):
+    """One optimizer step on a random training batch; returns its loss (a tensor, not synced)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr_at(step, cfg)
+    x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
+    x, y = x.to(cfg.device), y.to(cfg.device)
+    with autocast(cfg):
+        _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()  # just loss.backward() unless in float16
+    if cfg.grad_clip > 0:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    scaler.step(optimizer)  # optimizer.step(), skipped if float16 gradients overflowed
+    scaler.update()
+    return loss.detach()
+
+def train(model, optimizer, scaler, splits, cfg, vocab, step, history, clock):
+    """Step the optimizer up to max_iters; every eval_interval steps log the losses and save."""
+    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    while True:
+        is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
+        if is_eval_step and step not in history["step"]:  # a resumed step is logged already
+            with clock.evaluating():
+                losses = estimate_loss(model, splits, cfg, autocast(cfg))
+            check_finite(losses["train"], step, cfg)  # a diverged model is never saved
+            history["step"].append(step)
+            history["train"].append(losses["train"])
+            history["val"].append(losses["val"])
+            save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history)
+            print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
+                  f"{clock.elapsed()}", flush=True)
+        if step >= cfg.max_iters:
+            return history
+        loss = train_step(model, optimizer, scaler, splits, cfg, step)
+        step += 1
+        clock.tick(model, step, loss)  # a line every 10 s; with --max_time, it fits max_iters to it
 
 # -------------------------------------------------------------------------------------- sampling
 
@@ -291,8 +278,7 @@ def sample(model, tokenizer, cfg):
         out = model.generate(idx, cfg.max_new_tokens)  # (1, T + new)
     return tokenizer.decode(out[0].tolist())
 
-# ---------------------------------------------------------- command line, devices, safety checks
-# What keeps a run safe: typed flags, one clear line for every bad input, whole checkpoints.
+# ------------------------------------------------------------- command line, devices and checks
 
 DATA_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
             "tinyshakespeare/input.txt")
@@ -308,72 +294,62 @@ class FlagParser(argparse.ArgumentParser):
     def error(self, message):  # one line naming the problem, not argparse's usage block
         fail(f"{message}; see --help", code=2)
 
-def boolean(text):
-    """The value of a True/False flag such as --compile=True."""
-    if text not in ("True", "False"):
-        raise ValueError(text)  # argparse turns this into "invalid boolean value"
-    return text == "True"
+def number(text):
+    """A flag's real number: finite and not negative (nan, inf and -1 are refused)."""
+    if not 0 <= float(text) < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more; got {text}")
+    return float(text)
 
-def parse_flags(config_class, argv=None):
-    """The '--name=value' flags given, for the fields of config_class that have a help text."""
+def boolean(text):
+    """A flag's True or False, in any case."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"must be True or False, got {text!r}")
+    return text.lower() == "true"
+
+def parse_flags(config_class, argv=None, presets=None, here=None):
+    """The '--name=value' flags given. --help shows each default as the preset used `here` sets
+    it, and the other presets' values where they differ."""
     if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
         argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
     parser = FlagParser(usage="%(prog)s [--name=value ...]", description=config_class.__doc__,
                         allow_abbrev=False)
-    fields = [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
-    for f in fields:
-        parser.add_argument(f"--{f.name}", type=boolean if f.type is bool else f.type,
-                            choices=f.metadata["choices"], default=argparse.SUPPRESS,
-                            metavar=f.type.__name__.upper(),
-                            help=f"{f.metadata['help']} (default: {f.default!r})")
-    flags, unknown = parser.parse_known_args(argv)
-    for arg in unknown:
-        if not arg.startswith("--"):
-            fail(f"can't read {arg!r}: write flags as --name=value, e.g. --max_iters=100", code=2)
-        close = difflib.get_close_matches(arg[2:].split("=")[0], [f.name for f in fields], n=1)
-        hint = f"did you mean --{close[0]}?" if close else "see --help for the list"
-        fail(f"unknown flag {arg.split('=')[0]}; {hint}", code=2)
-    given = [arg.split("=")[0] for arg in argv if arg.startswith("--")]
-    for name in given:
-        if given.count(name) > 1:
-            fail(f"{name} is given {given.count(name)} times; keep one", code=2)
-    return vars(flags)
+    for f in dataclasses.fields(config_class):
+        values = {name: p.get(f.name, f.default) for name, p in (presets or {}).items()}
+        default = repr(f.default)
+        if len(set(values.values())) > 1:
+            others = [f"{name}: {v!r}" for name, v in values.items() if name != here]
+            default = f"{values[here]!r} here, the {here} preset's; {', '.join(others)}"
+        if "help" in f.metadata:
+            parser.add_argument(f"--{f.name}", type={int: int, float: number, bool: boolean,
+                                str: str}[f.type], choices=f.metadata["choices"],
+                                default=argparse.SUPPRESS, metavar=f.type.__name__.upper(),
+                                help=f"{f.metadata['help']} (default: {default})")
+    return vars(parser.parse_args(argv))
 
 def check_config(cfg):
-    """Reject settings that cannot train, each with its fix, before anything is loaded."""
-    for name in ("block_size", "n_embd", "n_head", "n_layer", "batch_size", "eval_interval",
-                 "eval_iters"):
-        if getattr(cfg, name) < 1:
-            fail(f"--{name} must be at least 1, got {getattr(cfg, name)}")
-    for name in ("max_iters", "warmup_iters", "max_new_tokens"):
-        if getattr(cfg, name) < 0:
-            fail(f"--{name} must be at least 0, got {getattr(cfg, name)}")
-    for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip", "max_time"):
-        if not 0 <= getattr(cfg, name) < math.inf:  # false for nan too
-            fail(f"--{name} must be a finite number, at least 0; got {getattr(cfg, name)}")
-    if not 0 <= cfg.dropout < 1:
-        fail(f"--dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.max_time and cfg.warmup_iters < 10:
-        fail("--max_time measures the speed during the warm-up: give --warmup_iters=10 or more")
+    """The checks that the flags' types cannot make, each with its fix."""
+    at_least = dict(block_size=1, n_embd=1, n_head=1, n_layer=1, batch_size=1, eval_interval=1,
+                    eval_iters=1, max_iters=0, warmup_iters=0, max_new_tokens=0, seed=0)
+    for name, low in at_least.items():
+        if getattr(cfg, name) < low:
+            fail(f"--{name} must be at least {low}, got {getattr(cfg, name)}")
+    if cfg.dropout >= 1:
+        fail(f"--dropout must be below 1, got {cfg.dropout}")
     if cfg.n_embd % cfg.n_head:
         fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, "
              f"e.g. --n_embd={cfg.n_head * 64}")
-    # training keeps about 34 four-byte numbers per position, channel and layer (Korthikanti et
-    # al. 2022, with fused attention)
-    need = cfg.n_layer * cfg.batch_size * cfg.block_size * 34 * cfg.n_embd * 4
-    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if cfg.device == "cuda":
-        have = torch.cuda.get_device_properties(0).total_memory
-    if need > have:
-        fail(f"training this model needs about {need / 2**30:,.0f} GiB and {cfg.device} has "
-             f"{have / 2**30:,.0f} GiB; lower --batch_size, --block_size or --n_layer")
-    try:  # write in out_dir now, rather than fail after the data and the model have loaded
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        with open(os.path.join(cfg.out_dir, "write_test.tmp"), "w") as f:
-            f.write("ok")
-        os.remove(os.path.join(cfg.out_dir, "write_test.tmp"))
-    except OSError as e:
-        fail(f"can't write to --out_dir={cfg.out_dir} ({e.strerror}); pick a writable folder")
+    if cfg.max_time and cfg.warmup_iters < 10:
+        fail("--max_time measures the speed during the warm-up: give --warmup_iters=10 or more")
+    if cfg.init_from == "scratch" and cfg.max_iters == 0:
+        fail("--max_iters=0 trains nothing, and an untrained model writes noise; add "
+             "--init_from=resume to sample from the checkpoint in --out_dir")
+
+def check_finite(loss, step, cfg):
+    """Stop when the loss is nan or inf, before it is saved: the last checkpoint stays good."""
+    if not math.isfinite(loss):
+        mps = "; on MPS this is often the backend: try --device=cpu" if cfg.device == "mps" else ""
+        fail(f"the loss became {loss} by step {step}; lower --learning_rate{mps} "
+             f"({cfg.out_dir}/ckpt.pt keeps the last evaluation's state)")
 
 def load_text(path):
     """The whole file as a string; input.txt beside gpt.py is downloaded first when missing."""
@@ -382,19 +358,10 @@ def load_text(path):
         try:  # PyTorch's downloader checks the sha256 and writes nothing unless it matches
             torch.hub.download_url_to_file(DATA_URL, path, hash_prefix=DATA_SHA256, progress=False)
         except (OSError, RuntimeError, ValueError) as e:
-            fail(f"{path} is missing and downloading it failed ({e}); "
-                 "put a UTF-8 text there or pass --input=FILE")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        fail(f"{path} is not UTF-8 text (bad byte at offset {e.start}); "
-             "save it as UTF-8 or pick another --input")
-    except OSError as e:  # missing, a folder, no permission
-        fail(f"can't read input file {path} ({e.strerror}); check the path given to --input")
-    if not text:
-        fail(f"{path} is empty; pass a text file with some content via --input")
-    return text
+            fail(f"downloading {DATA_URL} failed ({e}); save that file as {path} by hand, "
+                 "or pass any UTF-8 text with --input=FILE")
+    with open(path, encoding="utf-8") as f:  # errors: the handler under main() reports them
+        return f.read()
 
 def pick_device(name):
     """The device asked for, or for 'auto' the best one here: cuda, then mps, then cpu."""
@@ -413,149 +380,120 @@ def pick_precision(device, capability=None, cpu_bf16=False):
     if device == "cuda":  # T4, V100: fast float16 only, whose small range needs a GradScaler
         return "float16", f"compute capability {capability[0]}.{capability[1]} lacks bfloat16"
     if device == "cpu" and cpu_bf16:
-        return "bfloat16", "the CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"
-    return "float32", f"no fast half precision on this {device}"
+        return "bfloat16", "the CPU has native bfloat16 (AVX512-BF16 or AMX)"
+    return "float32", f"no native half precision on this {device}"
 
 def autocast(cfg):
     """Matmuls in cfg.dtype (bfloat16 or float16) where it is safe, the rest in float32."""
     dtype = getattr(torch, cfg.dtype)
     return torch.autocast(cfg.device, dtype=dtype, enabled=dtype != torch.float32)
 
-@contextlib.contextmanager
-def ctrl_c_caught():
-    """Inside `with`, Ctrl-C appends to a list instead of stopping the program mid-step."""
-    pressed = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, previous)
+class Clock:
+    """A line every 10 s and, with --max_time, the step count that fits in the time left."""
 
-class Progress:
-    """The run's clock: times steps and evaluations, and fits the step count into --max_time."""
+    def __init__(self, cfg, step, started):
+        self.cfg, self.started = cfg, started  # --max_time counts from main()'s start
+        self.plan_at = max(cfg.warmup_iters, step + 10) if cfg.max_time else -1
+        self.timed_step = (step + self.plan_at) // 2  # steps before it pay one-off set-up costs
+        self.timed_from = self.eval_time = self.end = 0.0  # end: an evaluation and the sample
+        self.last_step = self.last_line = time.perf_counter()
+        self.losses = []  # the losses since the last line, as tensors: reading one waits for a GPU
 
-    def __init__(self, cfg, step, started=None):
-        self.cfg = cfg
-        self.first_step = step
-        self.begin = time.perf_counter()
-        self.started = started or self.begin  # when main() began: --max_time counts from there
-        self.eval_seconds = 0.0
-        self.evals = 0
-        self.sample_seconds = 0.0
+    def elapsed(self):
+        return f"{time.perf_counter() - self.started:.0f} s"
 
     @contextlib.contextmanager
     def evaluating(self):
         start = time.perf_counter()
         yield
-        self.eval_seconds += time.perf_counter() - start
-        self.evals += 1
+        self.last_step = self.last_line = time.perf_counter()  # the steps are timed apart
+        self.eval_time = self.last_step - start
+        self.losses = []
 
-    def step_time(self, step):
-        train_seconds = time.perf_counter() - self.begin - self.eval_seconds
-        return train_seconds / max(1, step - self.first_step)
+    def tick(self, model, step, loss):
+        """After each step: time the steps, fit max_iters at plan_at, then stop in time."""
+        now = time.perf_counter()
+        if step == self.timed_step:
+            self.timed_from = now
+        if step == self.plan_at:  # evaluations inside the timed steps only make the plan safer
+            self.plan(model, step, (now - self.timed_from) / (step - self.timed_step))
+        next_step = now - self.last_step  # as long as the last one: the machine may have slowed
+        self.last_step = now
+        late = now - self.started + next_step + self.end > self.cfg.max_time
+        if self.cfg.max_time and late and self.plan_at < step < self.cfg.max_iters:
+            print(f"time budget: stopping at step {step} of {self.cfg.max_iters}, so the repeat "
+                  "flag above no longer holds", flush=True)
+            self.cfg.max_iters = step
+        self.losses.append(loss)
+        if now - self.last_line >= 10:
+            recent = torch.stack(self.losses).mean().item()  # the one wait for the GPU in 10 s
+            check_finite(recent, step, self.cfg)
+            tokens = len(self.losses) * self.cfg.batch_size * self.cfg.block_size
+            print(f"step {step:5d} | loss {recent:.4f} | {tokens / (now - self.last_line):,.0f} "
+                  f"tok/s | {self.elapsed()}", flush=True)
+            self.last_line, self.losses = now, []
 
-    def time_to_finish(self):
-        """What the run still costs after its last step: one evaluation, then the sample."""
-        return self.eval_seconds / max(1, self.evals) + self.sample_seconds
-
-    def plan(self, model, step):
-        """Set max_iters to the last step that fits in the time left, from the speed so far."""
-        if step == self.first_step or not self.evals:  # resumed here: nothing measured yet
-            return
-        self.sample_seconds = self.time_sample(model)
-        step_time = self.step_time(step)
-        eval_time = self.eval_seconds / self.evals
-        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.time_to_finish()
-        fit = steps_in_budget(left, step, step_time, eval_time, self.cfg.eval_interval)
-        self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
-        print(f"budget: {self.cfg.max_iters} steps fit in --max_time={self.cfg.max_time:.0f} here "
-              f"(a step {step_time:.3f} s, an evaluation {eval_time:.1f} s, the sample "
-              f"{self.sample_seconds:.1f} s); repeat this run with --max_iters={self.cfg.max_iters}"
-              " --max_time=0", flush=True)
-
-    def time_sample(self, model):
-        """Time a trial sample: the first block_size characters, then 8 at a full context."""
-        first = min(self.cfg.max_new_tokens, self.cfg.block_size)
-        idx = torch.zeros((1, 1), dtype=torch.long, device=self.cfg.device)  # (1, 1)
-        rng_device = "mps" if self.cfg.device == "mps" else "cuda"
-        with torch.random.fork_rng(device_type=rng_device), autocast(self.cfg):  # the run's own
-            start = time.perf_counter()  # random numbers are restored after this trial
-            idx = model.eval().generate(idx, first)  # (1, 1 + first)
-            middle = time.perf_counter()
-            model.generate(idx, 8)  # each further character costs about the same
-            end = time.perf_counter()
+    @torch.no_grad()
+    def plan(self, model, step, step_time):
+        """Set max_iters to the last step that fits: the steps, their evaluations, the end."""
+        model = getattr(model, "_orig_mod", model).eval()  # the plain model, as sample() runs it
+        idx = torch.zeros((1, self.cfg.block_size), dtype=torch.long, device=self.cfg.device)
+        with autocast(self.cfg):
+            for _ in range(2):  # the second forward is free of a new shape's one-off costs
+                start = time.perf_counter()
+                float(model(idx)[0][0, -1, 0])  # a sampled character's cost; float() syncs
         model.train()
-        return middle - start + (self.cfg.max_new_tokens - first) * (end - middle) / 8
+        sample_time = self.cfg.max_new_tokens * (time.perf_counter() - start)
+        self.end = self.eval_time + sample_time
+        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.end
+        fit = step + int(left / (step_time + self.eval_time / self.cfg.eval_interval))
+        self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
+        print(f"budget: {self.cfg.max_iters} steps fit (a step {step_time:.3f} s, an evaluation "
+              f"{self.eval_time:.1f} s, the sample {sample_time:.1f} s); repeat this run with "
+              f"--max_iters={self.cfg.max_iters} --max_time=0", flush=True)
 
-    def out_of_time(self, step):
-        """Would one more step, then the end (evaluation and sample), overrun --max_time?"""
-        if step == self.first_step or not self.evals:
-            return False
-        need = self.step_time(step) + self.time_to_finish()
-        return time.perf_counter() - self.started + need > self.cfg.max_time
-
-    def report(self, step):
-        elapsed = time.perf_counter() - self.started
-        line = f"{elapsed:5.0f}s elapsed"
-        if self.cfg.max_time:
-            line = f"{elapsed:5.0f}s of {self.cfg.max_time:.0f}s"
-        if step == self.first_step:  # no training step timed yet
-            return line
-        tokens_per_s = self.cfg.batch_size * self.cfg.block_size / self.step_time(step)
-        return f"{line} | {tokens_per_s:6.0f} tok/s"
-
-def steps_in_budget(seconds, step, step_time, eval_time, eval_interval):
-    """The last step that training from `step` reaches in `seconds`, its evaluations included."""
-    last = step + int(seconds / step_time)
-    while last > step:
-        evals = last // eval_interval - step // eval_interval  # at multiples of eval_interval
-        if last % eval_interval:
-            evals += 1  # and one at the end
-        if (last - step) * step_time + evals * eval_time <= seconds:
-            return last
-        last -= 1
-    return step
-
-def save_checkpoint(path, model, optimizer, cfg, vocab, step, history):
+def save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history):
     """The whole training state, written to a temp file and renamed: never half-written."""
     model = getattr(model, "_orig_mod", model)  # the model inside torch.compile's wrapper
     state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), vocab=vocab,
-                 config=dataclasses.asdict(cfg), step=step, history=history,
-                 rng=torch.get_rng_state())  # so that batches and dropout go on where they were
+                 scaler=scaler.state_dict(), config=dataclasses.asdict(cfg), step=step,
+                 history=history, rng=torch.get_rng_state())  # batches, dropout go on exactly
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state()
-    torch.save(state, path + ".tmp")
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # made at the first save: no empty out/
+    with open(path + ".tmp", "wb") as f:  # an OSError if out_dir can't be written
+        torch.save(state, f)
     os.replace(path + ".tmp", path)
 
 def load_checkpoint(path):
     """Read a checkpoint with weights_only=True, so that loading one can never run code."""
-    if not os.path.exists(path):
-        fail(f"no checkpoint at {path} to resume from; train one first "
-             "(drop --init_from=resume) or set --out_dir")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         assert {"model", "optimizer", "config", "vocab", "step", "history", "rng"} <= ckpt.keys()
-    except Exception as e:  # not a zip, truncated, code inside (refused), keys missing
-        fail(f"{path} is not a readable checkpoint ({type(e).__name__}); "
-             "delete it or pick another --out_dir")
+    except Exception as e:  # missing, not a zip, truncated, code inside (refused), keys missing
+        fail(f"can't resume from {path} ({type(e).__name__}): train a model there first, "
+             "or pick another --out_dir")
     return ckpt
 
 def make_settings(argv=None):
-    """The one place that decides the run: a preset or a checkpoint, then the flags on top."""
-    flags = parse_flags(Config, argv)
+    """The one place that decides the run: a preset or a checkpoint, then the flags on top.
+    Returns the Config, the checkpoint to resume from (or None), and what runs and why."""
+    here = "lecture" if torch.cuda.is_available() else "laptop"  # what --preset=auto picks
+    flags = parse_flags(Config, argv, PRESETS, here)
     device = pick_device(flags.get("device", "auto"))
+    path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
     ckpt = None
     if flags.get("init_from") == "resume":
-        ckpt_path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
-        ckpt = load_checkpoint(ckpt_path)
+        ckpt = load_checkpoint(path)
         saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
-        for name in ("block_size", "n_layer", "n_head", "n_embd"):
-            if name in flags and flags[name] != saved[name]:
-                fail(f"--{name}={flags[name]} but {ckpt_path} has {name}={saved[name]}; "
-                     "drop the flag or use another --out_dir")
+        if ckpt["step"] >= saved["warmup_iters"] or "max_iters" in flags:
+            saved["max_time"] = 0.0  # the plan was made, or --max_iters sets the count: no budget
         cfg = Config(**{**saved, "dtype": "auto", **flags})
-        why = f"resuming {ckpt_path} at step {ckpt['step']}"
+        why = f"resuming {path} at step {ckpt['step']}"
     else:
+        if "init_from" not in flags and os.path.exists(path):
+            fail(f"{path} exists and a new run would replace it: --init_from=resume goes on "
+                 "from it, --init_from=scratch trains over it, --out_dir=DIR trains elsewhere")
         preset = flags.get("preset", "auto")
         why = "--preset"
         if preset == "auto":
@@ -564,25 +502,26 @@ def make_settings(argv=None):
         cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
         why = f"preset {preset} ({why})"
     capability = torch.cuda.get_device_capability() if device == "cuda" else None
-    dtype, dtype_why = pick_precision(device, capability, torch.backends.mkldnn.is_available()
-                                      and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    dtype, dtype_why = pick_precision(device, capability, cpu_bf16)
     if cfg.dtype != "auto":
         dtype, dtype_why = cfg.dtype, "--dtype"
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
     check_config(cfg)
-    steps = f"{cfg.max_iters} steps"
+    steps = f"up to step {cfg.max_iters}"
     if cfg.max_time:
-        steps = f"the steps that fit in {cfg.max_time:.0f} s (at most {cfg.max_iters})"
-    print(f"{why}: {cfg.n_layer} layers, {cfg.n_embd} channels, context {cfg.block_size}, "
-          f"{steps} | {device}, {dtype} ({dtype_why})")
-    return cfg, ckpt
+        steps += f", as many as fit in {cfg.max_time:.0f} s"
+    if ckpt and ckpt["step"] >= cfg.max_iters:
+        steps = "no training, a sample only"
+    return cfg, ckpt, (f"{why}: {cfg.n_layer} layers, {cfg.n_embd} channels, context "
+                       f"{cfg.block_size}, {steps} | {device}, {dtype}: {dtype_why}")
 
 # ------------------------------------------------------------------------------------------ main
 
 def main(argv=None):
     """Settings, then data, model, training and a sample; returns what the run made."""
     started = time.perf_counter()
-    cfg, ckpt = make_settings(argv)
+    cfg, ckpt, summary = make_settings(argv)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
     path = os.path.join(HERE, "input.txt") if cfg.input == Config.input else cfg.input
@@ -595,29 +534,41 @@ def main(argv=None):
         fail(f"the prompt has characters outside the vocabulary: {''.join(unknown)!r}; "
              "remove them from --prompt")
     splits = split_data(text, tokenizer, cfg.block_size)
+    print(summary)
 
     cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
     model = GPT(cfg).to(cfg.device)
     optimizer = make_optimizer(model, cfg)
+    scaler = torch.amp.GradScaler(cfg.device, enabled=cfg.dtype == "float16")  # see autocast()
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
-    step, history = 0, None
+    step, history = 0, {"step": [], "train": [], "val": []}  # every loss estimate so far
     if ckpt:
         try:
             model.load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as e:
-            fail(f"the checkpoint does not fit this model ({str(e).splitlines()[0][:80]})")
+        except (RuntimeError, ValueError, KeyError):
+            fail("the checkpoint does not fit this model: drop the flags that change its shape")
+        if scaler.is_enabled() and ckpt.get("scaler"):
+            scaler.load_state_dict(ckpt["scaler"])  # float16's loss scale, as it was
         torch.set_rng_state(ckpt["rng"])
         if "cuda_rng" in ckpt and torch.cuda.is_available():
             torch.cuda.set_rng_state(ckpt["cuda_rng"])
         step, history = ckpt["step"], ckpt["history"]
 
-    if history is None or step < cfg.max_iters:  # resuming with --max_iters=0 only samples
+    if step < cfg.max_iters:  # resuming a finished run only samples
         trained = torch.compile(model) if cfg.compile else model  # the same weights, compiled
-        history = train(trained, optimizer, splits, cfg, tokenizer.chars, step, history, started)
+        clock = Clock(cfg, step, started)
+        train(trained, optimizer, scaler, splits, cfg, tokenizer.chars, step, history, clock)
     generated = sample(model, tokenizer, cfg)
     print(generated)
     return dict(model=model, config=cfg, history=history, sample=generated)
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C: ckpt.pt still holds the last evaluation's whole state
+        print("\ninterrupted; add --init_from=resume (and the same --out_dir) to go on from the "
+              "last evaluation", file=sys.stderr)
+        raise SystemExit(130)
+    except (OSError, UnicodeDecodeError) as e:  # a file that can't be read or written
+        fail(f"{e}; check --input and --out_dir")

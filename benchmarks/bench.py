@@ -44,10 +44,15 @@ def build(model_name, cfg, device):
     if model_name == "gpt.py":
         model = GPT(cfg).to(device)
         capability = torch.cuda.get_device_capability() if device == "cuda" else None
-        dtype, _ = pick_precision(device, capability, torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        dtype, _ = pick_precision(device, capability, cpu_has_bf16())
         return model, make_optimizer(model, cfg), autocast(dataclasses.replace(cfg, device=device, dtype=dtype))
     model = lecture_gpt(cfg).to(device)
     return model, torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate), nullcontext()
+
+
+def cpu_has_bf16():
+    """Native bfloat16 on this CPU (AVX512-BF16 or AMX), the test gpt.py's make_settings makes."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def sync(device):
@@ -100,7 +105,7 @@ def quality_run(device, flags, plot_path):
     """`python gpt.py` as a learner runs it (no flags unless given): wall time, val loss, loss plot."""
     out_dir = os.path.join(ROOT, "out", "bench_quality")
     t = time.perf_counter()
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "gpt.py"), f"--out_dir={out_dir}", *flags],
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "gpt.py"), f"--out_dir={out_dir}", "--init_from=scratch", *flags],
                             capture_output=True, text=True, check=True, cwd=ROOT)
     wall = time.perf_counter() - t
     vals = re.findall(r"^step\s+(\d+) \| train ([\d.]+) \| val ([\d.]+)", result.stdout, re.MULTILINE)
@@ -153,7 +158,7 @@ def main():
     machine = dict(device=args.device, cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                    torch_threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
                    gpu=torch.cuda.get_device_name() if args.device == "cuda" else None,
-                   cpu_bf16=bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), cpu_model=cpu_model())
+                   cpu_bf16=cpu_has_bf16(), cpu_model=cpu_model())
     rows = []
     for config_name in [] if args.no_speed else args.configs.split(","):
         runs = {"gpt.py": [], "reference": []}

@@ -11,10 +11,10 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$lo
 sampler=$!
 trap 'kill $sampler 2>/dev/null || true' EXIT
 start=$(date +%s)
-PYTHONUNBUFFERED=1 python gpt.py --preset=lecture --out_dir=out/gpu_check "$@" 2>&1 | tee -a "$log"
+PYTHONUNBUFFERED=1 python gpt.py --preset=lecture --out_dir=out/gpu_check --init_from=scratch "$@" 2>&1 | tee -a "$log"
 end=$(date +%s)
 kill $sampler 2>/dev/null || true
-last=$(grep '^step' "$log" | tail -1)
+last=$(grep '^step.*| val ' "$log" | tail -1)
 echo "---" | tee -a "$log"
 echo "last evaluation: $last" | tee -a "$log"
 echo "wall time: $((end - start)) s (start to sample, data and model loading included)" | tee -a "$log"

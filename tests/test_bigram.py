@@ -44,6 +44,6 @@ def test_bigram_on_tiny_shakespeare_reaches_the_lectures_loss(shakespeare_path):
     result = subprocess.run([sys.executable, os.path.join(ROOT, "bigram.py"), f"--input={shakespeare_path}",
                              "--eval_iters=50", "--max_new_tokens=100"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    last = [line for line in result.stdout.splitlines() if line.startswith("step 3000")][0]
-    val = float(last.split("val loss")[1])
+    last = [line for line in result.stdout.splitlines() if line.startswith("step  3000 | train")][0]
+    val = float(last.split("| val ")[1])  # the same log format as gpt.py's
     assert 2.40 < val < 2.60, last

@@ -77,7 +77,8 @@ def test_download_failure_says_where_to_put_the_file(server, tmp_path, fetch, ca
     with pytest.raises(SystemExit):
         fetch(url, gpt.DATA_SHA256)
     err = capsys.readouterr().err
-    assert re.search("downloading it failed .* put a UTF-8 text there or pass --input=FILE", err), err
+    assert re.search(f"downloading {re.escape(url)} failed .*; save that file as .*input.txt by hand, "
+                     "or pass any UTF-8 text with --input=FILE", err), err
     assert os.listdir(tmp_path) == []
 
 
@@ -113,7 +114,7 @@ def test_missing_default_data_is_downloaded_beside_the_script(tmp_path, shakespe
         home.mkdir()
         script = copy_of_gpt_with_url(home, f"http://127.0.0.1:{httpd.server_port}/input.txt")
         result = subprocess.run([sys.executable, script, "--n_layer=1", "--n_embd=16", "--n_head=2", "--block_size=8",
-                                 "--max_iters=0", "--eval_iters=1", "--max_new_tokens=5", f"--out_dir={home / 'out'}"],
+                                 "--max_iters=1", "--eval_iters=1", "--max_new_tokens=5", f"--out_dir={home / 'out'}"],
                                 capture_output=True, text=True, cwd=tmp_path, timeout=120)
     finally:
         httpd.shutdown()
