@@ -394,7 +394,7 @@ class Clock:
     def __init__(self, cfg, step, started):
         self.cfg, self.started = cfg, started  # --max_time counts from main()'s start
         self.plan_at = max(cfg.warmup_iters, step + 10) if cfg.max_time else -1
-        self.timed_step = (step + self.plan_at) // 2  # steps before it pay one-off set-up costs
+        self.timed_step = step + min(10, (self.plan_at - step) // 2)  # after one-off set-up costs
         self.timed_from = self.eval_time = self.end = 0.0  # end: an evaluation and the sample
         self.last_step = self.last_line = time.perf_counter()
         self.losses = []  # the losses since the last line, as tensors: reading one waits for a GPU
