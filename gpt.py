@@ -392,7 +392,8 @@ class Clock:
     """A line every 10 s and, with --max_time, the step count that fits in the time left."""
 
     def __init__(self, cfg, step, started):
-        self.cfg, self.started = cfg, started  # --max_time counts from main()'s start
+        self.cfg, self.started = cfg, started  # --max_time counts from main()'s start, so
+        self.deadline = 0.99 * cfg.max_time  # 1% is left for Python's start-up before it
         self.plan_at = max(cfg.warmup_iters, step + 10) if cfg.max_time else -1
         self.timed_step = step + min(10, (self.plan_at - step) // 2)  # after one-off set-up costs
         self.timed_from = self.eval_time = self.end = 0.0  # end: an evaluation and the sample
@@ -419,7 +420,7 @@ class Clock:
             self.plan(model, step, (now - self.timed_from) / (step - self.timed_step))
         next_step = now - self.last_step  # as long as the last one: the machine may have slowed
         self.last_step = now
-        late = now - self.started + next_step + self.end > self.cfg.max_time
+        late = now - self.started + next_step + self.end > self.deadline
         if self.cfg.max_time and late and self.plan_at < step < self.cfg.max_iters:
             print(f"time budget: stopping at step {step} of {self.cfg.max_iters}, so the repeat "
                   "flag above no longer holds", flush=True)
@@ -445,9 +446,12 @@ class Clock:
         model.train()
         sample_time = self.cfg.max_new_tokens * (time.perf_counter() - start)
         self.end = self.eval_time + sample_time
-        left = self.cfg.max_time - (time.perf_counter() - self.started) - self.end
-        fit = step + int(left / (step_time + self.eval_time / self.cfg.eval_interval))
-        self.cfg.max_iters = max(step, min(self.cfg.max_iters, fit))
+        left = self.deadline - (time.perf_counter() - self.started) - self.end
+        every = self.cfg.eval_interval
+        fit = int(left / (step_time + self.eval_time / every))  # steps, with a share of the evals
+        evals = (step + fit) // every - step // every  # the evaluations those steps really meet
+        fit = min(fit, int((left - evals * self.eval_time) / step_time))
+        self.cfg.max_iters = max(step, min(self.cfg.max_iters, step + fit))
         print(f"budget: {self.cfg.max_iters} steps fit (a step {step_time:.3f} s, an evaluation "
               f"{self.eval_time:.1f} s, the sample {sample_time:.1f} s); repeat this run with "
               f"--max_iters={self.cfg.max_iters} --max_time=0", flush=True)

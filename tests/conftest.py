@@ -29,3 +29,13 @@ def shakespeare_path():
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    """About 6,000 characters of made-up verse: enough for a block of 8 in both splits."""
+    words = "to be or not that is the question whether tis nobler in mind suffer slings arrows".split()
+    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8)).capitalize() + "," for i in range(120)]
+    path = tmp_path / "verse.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)

@@ -19,16 +19,6 @@ TINY_FLAGS = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--b
               "--eval_interval=10", "--eval_iters=2", "--max_new_tokens=30", "--warmup_iters=2", "--max_time=0"]
 
 
-@pytest.fixture
-def text_file(tmp_path):
-    """About 6,000 characters of made-up verse: enough for a block of 8 in both splits."""
-    words = "to be or not that is the question whether tis nobler in mind suffer slings arrows".split()
-    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8)).capitalize() + "," for i in range(120)]
-    path = tmp_path / "verse.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
-
-
 def run(*args, cwd=None, script=GPT_PY, timeout=180):
     """Run the script in a fresh process and return the CompletedProcess (text output)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
