@@ -4,8 +4,7 @@ writes more text like it (`python gpt.py`; `python gpt.py --help` lists every fl
 are the model of Karpathy's lecture "Let's build GPT" with a modern training recipe, not the
 lecture's (the README lists each difference); without a CUDA GPU a smaller model trains for 10
 minutes. Read the lecture part first: hyperparameters, data, model, training, sampling.
-Shapes: B batch, T time (position in the context), C channels (n_embd), V vocabulary, nh heads,
-hs head size (C // nh).
+Shapes: B batch, T time (place in the context), C channels, V vocabulary, nh heads, hs = C // nh.
 """
 import argparse, contextlib, dataclasses, math, os, sys, time
 from dataclasses import dataclass, field
@@ -22,11 +21,11 @@ def flag(default, help, choices=None):
 
 @dataclass
 class Config:
-    """Every hyperparameter: the lecture's model, changed by a preset (auto: lecture on a CUDA
-    GPU, laptop elsewhere) and then by the flags given."""
+    """Every hyperparameter: the lecture's model, changed by a preset, then by the flags given."""
     input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
-    preset: str = flag("auto", "auto: lecture on CUDA, else laptop", ("auto", "lecture", "laptop"))
+    preset: str = flag("auto", "auto: lecture on CUDA, else laptop, or laptop_float32 in float32",
+                       ("auto", "lecture", "laptop", "laptop_float32"))
     init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
     block_size: int = flag(256, "context length: characters the model sees to predict the next")
     n_embd: int = flag(384, "channels: the size of every token's vector")
@@ -43,7 +42,7 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay, on weight matrices only")
     grad_clip: float = flag(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_interval: int = flag(500, "estimate the losses, log and save every this many steps")
-    eval_iters: int = flag(200, "batches averaged per split for each loss estimate")
+    eval_iters: int = flag(200, "batches per split for the last loss estimate; a fifth before it")
     seed: int = flag(1337, "random seed: the same seed repeats a run exactly on a CPU")
     device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
     dtype: str = flag("auto", "auto: by hardware", ("auto", "bfloat16", "float16", "float32"))
@@ -51,14 +50,14 @@ class Config:
     prompt: str = flag("", "text the sample starts from ('': the first character, a newline)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
-# The lecture's model takes hours on a CPU. Without a CUDA GPU, gpt.py trains this smaller one for
-# the steps that fit in 10 minutes on the machine at hand (benchmarks/laptop_sweep.md: why it).
+# The lecture's model takes hours on a CPU. Without CUDA, gpt.py trains a smaller one for the steps
+# that fit in 10 minutes here, narrower in float32 (benchmarks/laptop_sweep.md: why these).
 PRESETS = {
     "lecture": {},
     "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   max_iters=5000, max_time=600.0, learning_rate=1e-3, min_lr=1e-4,
-                   eval_interval=500, eval_iters=50),
+                   max_time=600.0, learning_rate=1e-3, min_lr=1e-4, eval_iters=50),
 }
+PRESETS["laptop_float32"] = dict(PRESETS["laptop"], n_embd=192, learning_rate=2e-3, min_lr=2e-4)
 
 # ------------------------------------------------------------------------------------------ data
 
@@ -105,9 +104,8 @@ class CausalSelfAttention(nn.Module):
         # one matrix makes the queries, keys and values of every head: 3 x C outputs
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
-        # Dropout acts on this layer's output, not on the (T, T) attention weights as in the
-        # lecture: on a CPU, weight dropout takes SDPA off its fused kernel (notebook 06: 3.17x
-        # slower attention at the lecture's shape). CUDA's fused kernels take dropout_p.
+        # Dropout on this output, not on the (T, T) weights as in the lecture: on a CPU that takes
+        # SDPA off its fused kernel (notebook 06: attention 3.17x slower). CUDA's take dropout_p.
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -252,8 +250,10 @@ def train(model, optimizer, scaler, splits, cfg, vocab, step, history, clock):
     while True:
         is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
         if is_eval_step and step not in history["step"]:  # a resumed step is logged already
-            with clock.evaluating():
-                losses = estimate_loss(model, splits, cfg, autocast(cfg))
+            batches = cfg.eval_iters if step == cfg.max_iters else max(1, cfg.eval_iters // 5)
+            eval_cfg = dataclasses.replace(cfg, eval_iters=batches)  # the last is the result
+            with clock.evaluating(batches):
+                losses = estimate_loss(model, splits, eval_cfg, autocast(cfg))
             check_finite(losses["train"], step, cfg)  # a diverged model is never saved
             history["step"].append(step)
             history["train"].append(losses["train"])
@@ -396,7 +396,7 @@ class Clock:
         self.deadline = 0.99 * cfg.max_time  # 1% is left for Python's start-up before it
         self.plan_at = max(cfg.warmup_iters, step + 10) if cfg.max_time else -1
         self.timed_step = step + min(10, (self.plan_at - step) // 2)  # after one-off set-up costs
-        self.timed_from = self.eval_time = self.end = 0.0  # end: an evaluation and the sample
+        self.timed_from = self.eval_time = self.final_eval = self.end = 0.0  # end: both last
         self.last_step = self.last_line = time.perf_counter()
         self.losses = []  # the losses since the last line, as tensors: reading one waits for a GPU
 
@@ -404,11 +404,12 @@ class Clock:
         return f"{time.perf_counter() - self.started:.0f} s"
 
     @contextlib.contextmanager
-    def evaluating(self):
+    def evaluating(self, batches):
         start = time.perf_counter()
         yield
         self.last_step = self.last_line = time.perf_counter()  # the steps are timed apart
-        self.eval_time = self.last_step - start
+        self.eval_time = self.last_step - start  # the next ones, with as many batches
+        self.final_eval = self.eval_time * self.cfg.eval_iters / batches  # the last: all of them
         self.losses = []
 
     def tick(self, model, step, loss):
@@ -420,7 +421,8 @@ class Clock:
             self.plan(model, step, (now - self.timed_from) / (step - self.timed_step))
         next_step = now - self.last_step  # as long as the last one: the machine may have slowed
         self.last_step = now
-        late = now - self.started + next_step + self.end > self.deadline
+        due = self.eval_time if step % self.cfg.eval_interval == 0 else 0.0  # before the next step
+        late = now - self.started + due + next_step + self.end > self.deadline
         if self.cfg.max_time and late and self.plan_at < step < self.cfg.max_iters:
             print(f"time budget: stopping at step {step} of {self.cfg.max_iters}, so the repeat "
                   "flag above no longer holds", flush=True)
@@ -445,7 +447,7 @@ class Clock:
                 float(model(idx)[0][0, -1, 0])  # a sampled character's cost; float() syncs
         model.train()
         sample_time = self.cfg.max_new_tokens * (time.perf_counter() - start)
-        self.end = self.eval_time + sample_time
+        self.end = self.final_eval + sample_time
         left = self.deadline - (time.perf_counter() - self.started) - self.end
         every = self.cfg.eval_interval
         fit = int(left / (step_time + self.eval_time / every))  # steps, with a share of the evals
@@ -453,8 +455,9 @@ class Clock:
         fit = min(fit, int((left - evals * self.eval_time) / step_time))
         self.cfg.max_iters = max(step, min(self.cfg.max_iters, step + fit))
         print(f"budget: {self.cfg.max_iters} steps fit (a step {step_time:.3f} s, an evaluation "
-              f"{self.eval_time:.1f} s, the sample {sample_time:.1f} s); repeat this run with "
-              f"--max_iters={self.cfg.max_iters} --max_time=0", flush=True)
+              f"{self.eval_time:.1f} s, the last {self.final_eval:.1f} s, the sample "
+              f"{sample_time:.1f} s); repeat this run with --max_iters={self.cfg.max_iters} "
+              "--max_time=0", flush=True)
 
 def save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history):
     """The whole training state, written to a temp file and renamed: never half-written."""
@@ -479,12 +482,30 @@ def load_checkpoint(path):
              "or pick another --out_dir")
     return ckpt
 
+def pick_hardware(device_flag, dtype_flag):
+    """The device and the autocast dtype that these two flags' values give here, and why that."""
+    device = pick_device(device_flag)
+    if dtype_flag != "auto":
+        return device, dtype_flag, "--dtype"
+    capability = torch.cuda.get_device_capability() if device == "cuda" else None
+    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return (device, *pick_precision(device, capability, cpu_bf16))
+
+def auto_preset(device, dtype):
+    """--preset=auto: the lecture's model on CUDA, else a 10-minute model for the precision."""
+    if device == "cuda":
+        return "lecture", "a CUDA GPU"
+    if dtype == "float32":
+        return "laptop_float32", f"no CUDA GPU, and float32 on this {device}"
+    return "laptop", f"no CUDA GPU, and {dtype} on this {device}"
+
 def make_settings(argv=None):
     """The one place that decides the run: a preset or a checkpoint, then the flags on top.
     Returns the Config, the checkpoint to resume from (or None), and what runs and why."""
-    here = "lecture" if torch.cuda.is_available() else "laptop"  # what --preset=auto picks
+    here = auto_preset(*pick_hardware("auto", "auto")[:2])[0]  # what --preset=auto picks here
     flags = parse_flags(Config, argv, PRESETS, here)
-    device = pick_device(flags.get("device", "auto"))
+    device, dtype, dtype_why = pick_hardware(flags.get("device", "auto"),
+                                             flags.get("dtype", "auto"))
     path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
     ckpt = None
     if flags.get("init_from") == "resume":
@@ -492,7 +513,7 @@ def make_settings(argv=None):
         saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
         if ckpt["step"] >= saved["warmup_iters"] or "max_iters" in flags:
             saved["max_time"] = 0.0  # the plan was made, or --max_iters sets the count: no budget
-        cfg = Config(**{**saved, "dtype": "auto", **flags})
+        cfg = Config(**{**saved, **flags})
         why = f"resuming {path} at step {ckpt['step']}"
     else:
         if "init_from" not in flags and os.path.exists(path):
@@ -501,15 +522,9 @@ def make_settings(argv=None):
         preset = flags.get("preset", "auto")
         why = "--preset"
         if preset == "auto":
-            preset = "lecture" if device == "cuda" else "laptop"
-            why = "a CUDA GPU" if device == "cuda" else "no CUDA GPU, and the lecture's takes hours"
+            preset, why = auto_preset(device, dtype)
         cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
         why = f"preset {preset} ({why})"
-    capability = torch.cuda.get_device_capability() if device == "cuda" else None
-    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    dtype, dtype_why = pick_precision(device, capability, cpu_bf16)
-    if cfg.dtype != "auto":
-        dtype, dtype_why = cfg.dtype, "--dtype"
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
     check_config(cfg)
     steps = f"up to step {cfg.max_iters}"

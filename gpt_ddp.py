@@ -39,7 +39,7 @@ def report(message):
 
 def check_flags(argv):
     """gpt.py's flags checked, less what this script does not do; the device they ask for."""
-    here = "lecture" if torch.cuda.is_available() else "laptop"  # --help shows this preset
+    here = gpt.auto_preset(*gpt.pick_hardware("auto", "auto")[:2])[0]  # --help shows this preset
     flags = gpt.parse_flags(gpt.Config, argv, gpt.PRESETS, here)  # --help, typos: gpt.py's lines
     if flags.get("max_time"):
         gpt.fail("gpt_ddp.py has no time budget: drop --max_time and give --max_iters")
@@ -117,7 +117,10 @@ def train(ddp, optimizer, scaler, splits, cfg, vocab, step, history, ctrl_c, sta
         is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
         if rank == 0 and is_eval_step and step not in history["step"]:
             eval_started = time.perf_counter()
-            losses = gpt.estimate_loss(model, splits, cfg, gpt.autocast(cfg))
+            # as gpt.py's train(): the last estimate with all eval_iters batches, the others a fifth
+            batches = cfg.eval_iters if step == cfg.max_iters else max(1, cfg.eval_iters // 5)
+            eval_cfg = dataclasses.replace(cfg, eval_iters=batches)
+            losses = gpt.estimate_loss(model, splits, eval_cfg, gpt.autocast(cfg))
             nonfinite = float(not all(math.isfinite(v) for v in losses.values()))
             eval_time += time.perf_counter() - eval_started
         stop_together(nonfinite, ctrl_c, step, cfg)  # nothing is saved unless every rank is fine

@@ -182,9 +182,13 @@ def main():
               f"{row['speedup_train']:6.2f}x {row['peak_mem_mb']:8.0f} {row['sample_tokens_per_s']:13.0f} "
               f"{row['speedup_sample']:6.2f}x")
     report = dict(machine=machine, date=time.strftime("%Y-%m-%d"), train_and_sample=rows)
-    if args.no_speed and os.path.exists(args.json):  # keep the speed rows, with their own machine
+    if os.path.exists(args.json):  # keep what this run does not measure, with its own machine
         with open(args.json) as f:
-            report = json.load(f)
+            previous = json.load(f)
+        if args.no_speed:
+            report = previous
+        elif "quality_runs" in previous:
+            report["quality_runs"] = previous["quality_runs"]
     if not args.no_quality:
         quality = quality_run(args.device, args.gpt_flags.split(), args.plot)
         runs = report.get("quality_runs", {})

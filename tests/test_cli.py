@@ -73,13 +73,19 @@ def settings(tmp_path, *flags):
     return gpt.make_settings([f"--out_dir={tmp_path}", *flags])[0]
 
 
-def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path):
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA GPU")
+def hardware(monkeypatch, device="cpu", native_bf16=True):
+    """Make gpt.py see this device, and a CPU with or without native bfloat16."""
+    monkeypatch.setattr(gpt, "pick_device", lambda name: device if name == "auto" else name)
+    monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16)
+    monkeypatch.setattr(gpt.torch.cpu, "_is_amx_tile_supported", lambda: False)
+
+
+def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path, monkeypatch):
+    hardware(monkeypatch, "cpu", native_bf16=True)
     laptop, _, summary = gpt.make_settings([f"--out_dir={tmp_path}"])
-    chosen = dict(device="cpu", dtype=laptop.dtype)  # the device and precision make_settings picked
+    chosen = dict(device="cpu", dtype="bfloat16")
     assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path), **chosen)
-    assert summary.startswith("preset laptop (no CUDA GPU")
+    assert summary.startswith("preset laptop (no CUDA GPU, and bfloat16 on this cpu)")
     lecture = settings(tmp_path, "--preset=lecture")
     assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path), **chosen)
     assert (lecture.n_layer, lecture.n_embd, lecture.block_size) == (6, 384, 256)
@@ -104,18 +110,49 @@ def test_cpu_bfloat16_only_where_it_is_native(tmp_path, monkeypatch, avx512_bf16
     assert settings(tmp_path).dtype == expected
 
 
+@pytest.mark.parametrize("device,native_bf16,flags,preset", [
+    ("cpu", True, [], "laptop"),
+    ("cpu", False, [], "laptop_float32"),  # most laptops: no AVX512-BF16, no AMX
+    ("cpu", True, ["--dtype=float32"], "laptop_float32"),  # the precision given, not detected
+    ("mps", True, [], "laptop_float32"),  # MPS trains in float32
+    ("cpu", False, ["--preset=laptop"], "laptop"),  # a preset named stays as it is
+    ("cpu", True, ["--dtype=float32", "--preset=laptop"], "laptop"),
+    ("cuda", False, ["--dtype=float32"], "lecture"),
+])
+def test_auto_preset_follows_the_device_and_the_precision(tmp_path, monkeypatch, device, native_bf16, flags, preset):
+    hardware(monkeypatch, device, native_bf16)
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
+    cfg, _, summary = gpt.make_settings([f"--out_dir={tmp_path}", *flags])
+    assert cfg.preset == preset and summary.startswith(f"preset {preset} (")
+    assert (cfg.n_embd, cfg.block_size) == (gpt.PRESETS[preset].get("n_embd", 384), gpt.PRESETS[preset].get("block_size", 256))
+    if "--preset=laptop" not in flags and device != "cuda":
+        assert f"no CUDA GPU, and {cfg.dtype} on this {device}" in summary.splitlines()[0]  # the first line says why
+
+
+def test_the_float32_preset_is_a_smaller_model_in_the_same_10_minutes():
+    laptop, narrow = (gpt.Config(**gpt.PRESETS[name]) for name in ("laptop", "laptop_float32"))
+    assert narrow.max_time == laptop.max_time == 600 and narrow.eval_iters == laptop.eval_iters
+    size = {cfg.n_embd: sum(p.numel() for p in gpt.GPT(cfg).parameters()) for cfg in (laptop, narrow)}
+    assert size[narrow.n_embd] < 0.6 * size[laptop.n_embd], size  # cheaper steps: more of them fit
+
+
 def test_settings_need_no_os_sysconf(tmp_path, monkeypatch):
     """Windows has no os.sysconf: nothing on the way to a run may call it."""
     monkeypatch.delattr(os, "sysconf", raising=False)
     assert settings(tmp_path).n_layer == 4 or torch.cuda.is_available()
 
 
-def test_help_shows_the_values_this_machine_uses():
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA GPU")
-    text = " ".join(run("--help").stdout.split())
-    assert "--n_layer INT number of transformer blocks (default: 4 here, the laptop preset's; lecture: 6)" in text
-    assert "--max_time FLOAT" in text and "(default: 600.0 here, the laptop preset's; lecture: 0.0)" in text
+@pytest.mark.parametrize("native_bf16,here", [(True, "laptop"), (False, "laptop_float32")])
+def test_help_shows_the_values_this_machine_uses(monkeypatch, capsys, native_bf16, here):
+    hardware(monkeypatch, "cpu", native_bf16)
+    with pytest.raises(SystemExit) as stop:
+        gpt.make_settings(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert stop.value.code == 0
+    n_embd = {name: preset.get("n_embd", 384) for name, preset in gpt.PRESETS.items()}
+    others = ", ".join(f"{name}: {value}" for name, value in n_embd.items() if name != here)
+    assert f"--n_embd INT channels: the size of every token's vector (default: {n_embd[here]} here, the {here} preset's; {others})" in text
+    assert f"--max_time FLOAT" in text and f"(default: 600.0 here, the {here} preset's; lecture: 0.0" in text
     assert "--seed INT random seed: the same seed repeats a run exactly on a CPU (default: 1337)" in text
 
 
@@ -392,10 +429,12 @@ def test_the_schedule_warms_up_then_decays_to_min_lr_at_max_iters():
 
 
 class FakeClock:
-    """time.perf_counter for gpt.py, on which only training steps and evaluations take time."""
+    """time.perf_counter for gpt.py, on which only training steps and evaluations take time: an
+    evaluation eval_time per batch of each split, as many as the config it is given asks for."""
 
     def __init__(self, monkeypatch, step_time, eval_time):
         self.now, self.step_time, self.eval_time = 1000.0, step_time, eval_time
+        self.batches = []  # eval_iters of each evaluation, in order
         monkeypatch.setattr(gpt.time, "perf_counter", lambda: self.now)
         train_step, estimate_loss = gpt.train_step, gpt.estimate_loss
 
@@ -403,9 +442,10 @@ class FakeClock:
             self.now += self.step_time
             return train_step(*args)
 
-        def timed_evaluation(*args):
-            self.now += self.eval_time
-            return estimate_loss(*args)
+        def timed_evaluation(model, splits, cfg, ctx):
+            self.now += self.eval_time * cfg.eval_iters
+            self.batches.append(cfg.eval_iters)
+            return estimate_loss(model, splits, cfg, ctx)
 
         monkeypatch.setattr(gpt, "train_step", timed_step)
         monkeypatch.setattr(gpt, "estimate_loss", timed_evaluation)
@@ -430,8 +470,20 @@ def test_a_budgeted_run_uses_its_time_and_the_printed_flag_repeats_it(tmp_path, 
     assert repeat["history"] == budgeted["history"]
 
 
+def test_evaluations_during_training_use_a_fifth_of_the_batches_the_last_all(tmp_path, text_file, monkeypatch):
+    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.1)
+    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20", "--eval_iters=10"]
+    budgeted = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path / 'a'}"])
+    assert len(clock.batches) >= 3 and clock.batches[:-1] == [2] * (len(clock.batches) - 1) and clock.batches[-1] == 10
+    assert 0.95 * 30 <= clock.now - 1000 <= 30  # the plan knew the last evaluation costs five of the others
+    clock.batches = []
+    gpt.main([*flags, "--max_iters=45", "--max_time=0", f"--out_dir={tmp_path / 'b'}"])
+    assert clock.batches == [2, 2, 2, 10]  # steps 0, 20, 40, and the last at 45
+    assert budgeted["history"]["step"][-1] == budgeted["config"].max_iters
+
+
 def test_progress_lines_come_every_10_seconds_between_evaluations(tmp_path, text_file, monkeypatch, capsys):
-    FakeClock(monkeypatch, step_time=1.5, eval_time=5.0)  # a line about every 7 steps
+    FakeClock(monkeypatch, step_time=1.5, eval_time=2.5)  # a line about every 7 steps; the last eval 5 s
     gpt.main([f"--input={text_file}", *BUDGET_FLAGS, "--max_iters=60", "--eval_interval=1000", "--max_time=0",
               f"--out_dir={tmp_path}"])
     seconds = [int(line.split("|")[-1].split()[0]) for line in capsys.readouterr().out.splitlines()
