@@ -105,7 +105,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
         # Dropout on this output, not on the (T, T) weights as in the lecture: on a CPU that takes
-        # SDPA off its fused kernel (notebook 06: attention 3.17x slower). CUDA's take dropout_p.
+        # SDPA off its fused kernel (notebook 06: attention 2.74x slower). CUDA's take dropout_p.
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
