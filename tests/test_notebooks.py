@@ -115,3 +115,42 @@ def test_gpt_py_model_and_training_code_is_in_marked_cells():
                 marked.update(defined_names(cell))
     missing = [name for name in wanted if name not in marked]
     assert not missing, f"no notebook has a '{SAME_AS_GPT}' cell defining {missing}"
+
+
+def running_table_rows(path):
+    """The rows of the running results table in a notebook's saved outputs:
+    {(notebook, model): (val loss, wall time)}, read by the table's own header."""
+    with open(path, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    rows = {}
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            lines = "".join(output.get("text", "")).splitlines()
+            header = [line for line in lines if line.startswith("| notebook |")]
+            if not header:
+                continue
+            columns = [c.strip() for c in header[0].strip("|").split("|")]
+            val = next(i for i, c in enumerate(columns) if c.startswith("val loss"))
+            wall = columns.index("wall time")
+            for line in lines:
+                cells_of_row = [c.strip() for c in line.strip("|").split("|")]
+                if re.fullmatch(r"\d\d", cells_of_row[0]) and len(cells_of_row) == len(columns):
+                    rows[cells_of_row[0], cells_of_row[1]] = (cells_of_row[val], cells_of_row[wall])
+    return rows
+
+
+def test_copied_rows_of_the_running_tables_match_their_notebooks():
+    """A row that notebook N copies from notebook M says what M's own saved table says."""
+    tables = {os.path.basename(path)[:2]: running_table_rows(path) for path in NOTEBOOKS}
+    assert sum(len(rows) for rows in tables.values()) >= 20, "no running tables found in the outputs"
+    stale = []
+    for nb_id, rows in tables.items():
+        for (source, model), copied in rows.items():
+            if source == nb_id:
+                continue
+            own = tables.get(source, {}).get((source, model))
+            if own is None:
+                stale.append(f"{nb_id} copies ({source}, {model!r}), which notebook {source} does not print")
+            elif own != copied:
+                stale.append(f"{nb_id} has ({source}, {model!r}) as {copied}, notebook {source} as {own}")
+    assert not stale, "copied rows out of date: " + "; ".join(stale)
