@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from gpt import (HERE, CharTokenizer, estimate_loss, fail, flag, get_batch, load_text, parse_flags,
-                 pick_device, split_data)
+                 pick_hardware, split_data)
 
 
 @dataclass
@@ -56,20 +56,10 @@ class BigramLanguageModel(nn.Module):
         return idx
 
 
-def check_config(cfg):
-    """The checks that the flags' types cannot make (they refuse nan, inf and negative rates)."""
-    at_least = dict(batch_size=1, block_size=1, eval_interval=1, eval_iters=1, max_iters=0,
-                    max_new_tokens=0, seed=0)
-    for name, low in at_least.items():
-        if getattr(cfg, name) < low:
-            fail(f"--{name} must be at least {low}, got {getattr(cfg, name)}")
-
-
 def main(argv=None):
     """Train the bigram model, printing the losses, and end with a sample."""
-    cfg = BigramConfig(**parse_flags(BigramConfig, argv))
-    check_config(cfg)
-    device = pick_device(cfg.device)
+    cfg = BigramConfig(**parse_flags(BigramConfig, argv))  # the flags' types refuse bad values
+    device = pick_hardware(cfg.device, "float32")[0]
     torch.manual_seed(cfg.seed)
     default_input = os.path.join(HERE, "input.txt")
     text = load_text(default_input if cfg.input == BigramConfig.input else cfg.input)

@@ -1,31 +1,29 @@
 """
-A character-level GPT in one file: it reads a text, trains a decoder-only transformer on it and
-writes more text like it (`python gpt.py`; `python gpt.py --help` lists every flag). The defaults
-are the model of Karpathy's lecture "Let's build GPT" with a modern training recipe, not the
-lecture's (the README lists each difference); without a CUDA GPU a smaller model trains for 10
-minutes. Read the lecture part first: hyperparameters, data, model, training, sampling.
-Shapes: B batch, T time (place in the context), C channels, V vocabulary, nh heads, hs = C // nh.
+A character-level GPT in one file: `python gpt.py` trains a decoder-only transformer on a text and
+writes more like it (`--help` lists the flags; sample.py samples again from the saved model). The
+defaults: the model of Karpathy's lecture "Let's build GPT" with a modern training recipe (README:
+each difference); without a CUDA GPU, a smaller model that trains in 10 minutes. The lecture, from
+hyperparameters to sampling, takes at most 275 lines; below the marked line come about 200 lines of
+command line, hardware, checkpoints and errors that a learner may skip. Shapes: B batch, T time,
+C channels, V vocabulary, nh heads, hs = C // nh head size.
 """
-import argparse, contextlib, dataclasses, math, os, sys, time
-from dataclasses import dataclass, field
+import argparse, dataclasses, math, os, sys, time
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
 # ------------------------------------------------------------------------------ hyperparameters
-
 def flag(default, help, choices=None):
     """A hyperparameter that is also a command-line flag: its help text is kept beside it."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
-@dataclass
+@dataclasses.dataclass
 class Config:
     """Every hyperparameter: the lecture's model, changed by a preset, then by the flags given."""
     input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
-    preset: str = flag("auto", "auto: lecture on CUDA, else laptop, or laptop_float32 in float32",
-                       ("auto", "lecture", "laptop", "laptop_float32"))
+    preset: str = flag("auto", "auto: by hardware", ("auto", "lecture", "laptop", "laptop_float32"))
     init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
     block_size: int = flag(256, "context length: characters the model sees to predict the next")
     n_embd: int = flag(384, "channels: the size of every token's vector")
@@ -35,7 +33,7 @@ class Config:
     vocab_size: int = 65  # distinct characters: set from the text, not a flag
     batch_size: int = flag(64, "independent sequences per step")
     max_iters: int = flag(5000, "optimizer steps in total (with --max_time: at most)")
-    max_time: float = flag(0.0, "seconds for the whole run, sample included (0: no limit)")
+    max_time: float = flag(0.0, "seconds of training, evaluations included (0: no time limit)")
     learning_rate: float = flag(3e-4, "peak learning rate, reached after the warm-up")
     min_lr: float = flag(3e-5, "learning rate at the end of the cosine decay")
     warmup_iters: int = flag(100, "steps of linear warm-up from 0 to learning_rate")
@@ -43,24 +41,21 @@ class Config:
     grad_clip: float = flag(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_interval: int = flag(500, "estimate the losses, log and save every this many steps")
     eval_iters: int = flag(200, "batches per split for the last loss estimate; a fifth before it")
-    seed: int = flag(1337, "random seed: the same seed repeats a run exactly on a CPU")
+    seed: int = flag(1337, "random seed: the same seed repeats a step-counted run on a CPU")
     device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
     dtype: str = flag("auto", "auto: by hardware", ("auto", "bfloat16", "float16", "float32"))
-    compile: bool = flag(False, "True: compile the model with torch.compile (faster on GPUs)")
-    prompt: str = flag("", "text the sample starts from ('': the first character, a newline)")
+    compile: bool = flag(False, "compile the model with torch.compile (faster on GPUs)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
-# The lecture's model takes hours on a CPU. Without CUDA, gpt.py trains a smaller one for the steps
-# that fit in 10 minutes here, narrower in float32 (benchmarks/laptop_sweep.md: why these).
+# Without CUDA, a model that trains in 10 minutes, narrower in float32 (benchmarks/laptop_sweep.md)
 PRESETS = {
     "lecture": {},
     "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   max_time=600.0, learning_rate=1e-3, min_lr=1e-4, eval_iters=50),
+                   max_time=580.0, learning_rate=1e-3, min_lr=1e-4, eval_iters=50),
 }
 PRESETS["laptop_float32"] = dict(PRESETS["laptop"], n_embd=192, learning_rate=2e-3, min_lr=2e-4)
 
 # ------------------------------------------------------------------------------------------ data
-
 class CharTokenizer:
     """Each distinct character is one token; its id is its place in the sorted vocabulary."""
 
@@ -94,7 +89,6 @@ def get_batch(data, batch_size, block_size):
     return chunk[:, :-1], chunk[:, 1:]  # (B, T) inputs, (B, T) targets
 
 # ----------------------------------------------------------------------------------------- model
-
 class CausalSelfAttention(nn.Module):
     """All heads at once: each position takes a weighted mix of earlier positions' values."""
 
@@ -104,8 +98,7 @@ class CausalSelfAttention(nn.Module):
         # one matrix makes the queries, keys and values of every head: 3 x C outputs
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
-        # Dropout on this output, not on the (T, T) weights as in the lecture: on a CPU that takes
-        # SDPA off its fused kernel (notebook 06: attention 2.74x slower). CUDA's take dropout_p.
+        # dropout here, not on the (T, T) weights as in the lecture: faster (notebook 06)
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -193,14 +186,17 @@ class GPT(nn.Module):
         return idx
 
 # -------------------------------------------------------------------------------------- training
+def progress(step, seconds, cfg):
+    """How far training is, 0 to 1: its share of the steps after the warm-up, or of max_time."""
+    by_steps = (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters)
+    by_time = seconds / cfg.max_time if cfg.max_time > 0 else 0.0
+    return min(1.0, max(by_steps, by_time))
 
-def lr_at(step, cfg):
-    """Linear warm-up to learning_rate, then cosine decay down to min_lr at max_iters."""
+def lr_at(step, seconds, cfg):
+    """Linear warm-up to learning_rate, then a cosine decay to min_lr as progress goes to 1."""
     if step < cfg.warmup_iters:
         return cfg.learning_rate * (step + 1) / cfg.warmup_iters
-    progress = (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters)
-    progress = min(1.0, progress)  # 0 after the warm-up, 1 at the end
-    cosine = 0.5 * (1 + math.cos(math.pi * progress))  # 1 -> 0
+    cosine = 0.5 * (1 + math.cos(math.pi * progress(step, seconds, cfg)))  # 1 -> 0
     return cfg.min_lr + cosine * (cfg.learning_rate - cfg.min_lr)
 
 def make_optimizer(model, cfg):
@@ -227,10 +223,10 @@ def estimate_loss(model, splits, cfg, ctx):
     model.train()
     return out
 
-def train_step(model, optimizer, scaler, splits, cfg, step):
-    """One optimizer step on a random training batch; returns its loss (a tensor, not synced)."""
+def train_step(model, optimizer, scaler, splits, cfg, lr):
+    """One optimizer step at learning rate lr on a random training batch; returns its loss."""
     for group in optimizer.param_groups:
-        group["lr"] = lr_at(step, cfg)
+        group["lr"] = lr
     x, y = get_batch(splits["train"], cfg.batch_size, cfg.block_size)  # (B, T), (B, T)
     x, y = x.to(cfg.device), y.to(cfg.device)
     with autocast(cfg):
@@ -242,114 +238,93 @@ def train_step(model, optimizer, scaler, splits, cfg, step):
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     scaler.step(optimizer)  # optimizer.step(), skipped if float16 gradients overflowed
     scaler.update()
-    return loss.detach()
+    return loss.detach()  # a tensor: reading its value would wait for a GPU
 
-def train(model, optimizer, scaler, splits, cfg, vocab, step, history, clock):
-    """Step the optimizer up to max_iters; every eval_interval steps log the losses and save."""
-    path = os.path.join(cfg.out_dir, "ckpt.pt")
+def train(model, optimizer, scaler, splits, cfg, vocab, history):
+    """Train until progress reaches 1; every eval_interval steps and at the end, evaluate, save."""
+    step = history["step"][-1] if history["step"] else 0  # resumed: the checkpoint's step
+    started = time.perf_counter() - (history["seconds"][-1] if history["step"] else 0.0)
+    meter = Meter(cfg)  # a progress line every 10 s
     while True:
-        is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
-        if is_eval_step and step not in history["step"]:  # a resumed step is logged already
-            batches = cfg.eval_iters if step == cfg.max_iters else max(1, cfg.eval_iters // 5)
-            eval_cfg = dataclasses.replace(cfg, eval_iters=batches)  # the last is the result
-            with clock.evaluating(batches):
-                losses = estimate_loss(model, splits, eval_cfg, autocast(cfg))
-            check_finite(losses["train"], step, cfg)  # a diverged model is never saved
-            history["step"].append(step)
-            history["train"].append(losses["train"])
-            history["val"].append(losses["val"])
-            save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history)
+        seconds = time.perf_counter() - started  # of training: evaluations and saves included
+        done = step >= cfg.max_iters or progress(step, seconds, cfg) >= 1
+        if (done or step % cfg.eval_interval == 0) and step not in history["step"]:
+            fewer = dataclasses.replace(cfg, eval_iters=max(1, cfg.eval_iters // 5))
+            losses = estimate_loss(model, splits, cfg if done else fewer, autocast(cfg))
+            for key, value in dict(step=step, seconds=seconds, **losses).items():
+                history[key].append(value)
+            save_checkpoint(model, optimizer, scaler, cfg, vocab, history)  # if finite
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
-                  f"{clock.elapsed()}", flush=True)
-        if step >= cfg.max_iters:
+                  f"{seconds:.0f} s", flush=True)
+            meter = Meter(cfg)  # its speed leaves the evaluation out
+        if done:
             return history
-        loss = train_step(model, optimizer, scaler, splits, cfg, step)
+        loss = train_step(model, optimizer, scaler, splits, cfg, lr_at(step, seconds, cfg))
         step += 1
-        clock.tick(model, step, loss)  # a line every 10 s; with --max_time, it fits max_iters to it
+        meter.add(loss, step, seconds)
 
 # -------------------------------------------------------------------------------------- sampling
-
 def sample(model, tokenizer, cfg):
-    """Generate max_new_tokens characters after the prompt and return the whole text."""
-    start = tokenizer.encode(cfg.prompt) or [0]  # id 0: the first character of the vocabulary
-    idx = torch.tensor([start], dtype=torch.long, device=cfg.device)  # (1, T)
+    """Generate max_new_tokens characters after id 0 (a newline in Shakespeare); return them."""
+    idx = torch.zeros((1, 1), dtype=torch.long, device=cfg.device)  # (1, 1)
     model.eval()
     with autocast(cfg):
-        out = model.generate(idx, cfg.max_new_tokens)  # (1, T + new)
+        out = model.generate(idx, cfg.max_new_tokens)  # (1, 1 + new)
     return tokenizer.decode(out[0].tolist())
 
-# ------------------------------------------------------------- command line, devices and checks
+# ============ the machinery: command line, hardware, checkpoints, errors (a learner may skip it)
 
 DATA_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
             "tinyshakespeare/input.txt")
 DATA_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 HERE = os.path.dirname(os.path.abspath(globals().get("__file__", "gpt.py")))
+MAY_BE_ZERO = ("max_iters", "warmup_iters", "max_new_tokens", "seed")  # other ints: 1 or more
 
-def fail(message, code=1):
+def fail(message):
     """Stop with one line on stderr and a non-zero exit: bad input never ends in a traceback."""
     print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(code)
+    raise SystemExit(1)
 
-class FlagParser(argparse.ArgumentParser):
-    def error(self, message):  # one line naming the problem, not argparse's usage block
-        fail(f"{message}; see --help", code=2)
+class Meter:
+    """Every 10 s between evaluations, a line: the mean training loss and tokens per second."""
 
-def number(text):
-    """A flag's real number: finite and not negative (nan, inf and -1 are refused)."""
-    if not 0 <= float(text) < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more; got {text}")
-    return float(text)
+    def __init__(self, cfg):
+        self.cfg, self.since, self.losses = cfg, time.perf_counter(), []
 
-def boolean(text):
-    """A flag's True or False, in any case."""
-    if text.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"must be True or False, got {text!r}")
-    return text.lower() == "true"
+    def add(self, loss, step, seconds):
+        self.losses.append(loss)
+        now = time.perf_counter()
+        if now - self.since >= 10:
+            mean = torch.stack(self.losses).mean().item()  # the one wait for a GPU in 10 s
+            tokens = len(self.losses) * self.cfg.batch_size * self.cfg.block_size
+            print(f"step {step:5d} | loss {mean:.4f} | {tokens / (now - self.since):,.0f} tok/s | "
+                  f"{seconds:.0f} s", flush=True)
+            self.since, self.losses = now, []
 
-def parse_flags(config_class, argv=None, presets=None, here=None):
-    """The '--name=value' flags given. --help shows each default as the preset used `here` sets
-    it, and the other presets' values where they differ."""
+def flag_type(f):
+    """The argparse type of a field: it refuses what no run can use (nan, -1, a dropout of 1)."""
+    low = 0 if f.type is float or f.name in MAY_BE_ZERO else 1
+    high = 1 if f.name == "dropout" else math.inf
+    def number(text):
+        value = f.type(text)  # a ValueError: argparse says "invalid number value: 'x'"
+        if not low <= value < high:  # nan fails every comparison
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}), got {text}")
+        return value
+    return str if f.type is str else number
+
+def parse_flags(config_class, argv=None):
+    """The '--name=value' flags given, as a dict; argparse's own error line for a bad one."""
     if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
         argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
-    parser = FlagParser(usage="%(prog)s [--name=value ...]", description=config_class.__doc__,
-                        allow_abbrev=False)
-    for f in dataclasses.fields(config_class):
-        values = {name: p.get(f.name, f.default) for name, p in (presets or {}).items()}
-        default = repr(f.default)
-        if len(set(values.values())) > 1:
-            others = [f"{name}: {v!r}" for name, v in values.items() if name != here]
-            default = f"{values[here]!r} here, the {here} preset's; {', '.join(others)}"
-        if "help" in f.metadata:
-            parser.add_argument(f"--{f.name}", type={int: int, float: number, bool: boolean,
-                                str: str}[f.type], choices=f.metadata["choices"],
-                                default=argparse.SUPPRESS, metavar=f.type.__name__.upper(),
-                                help=f"{f.metadata['help']} (default: {default})")
+    parser = argparse.ArgumentParser(usage=argparse.SUPPRESS, description=config_class.__doc__,
+                                     allow_abbrev=False)
+    for f in [f for f in dataclasses.fields(config_class) if "help" in f.metadata]:
+        kind = dict(type=flag_type(f), choices=f.metadata["choices"])
+        if f.type is bool:  # --compile and --no-compile
+            kind = dict(action=argparse.BooleanOptionalAction)
+        parser.add_argument(f"--{f.name}", default=argparse.SUPPRESS, **kind,
+                            help=f"{f.metadata['help']} (default: {f.default!r})")
     return vars(parser.parse_args(argv))
-
-def check_config(cfg):
-    """The checks that the flags' types cannot make, each with its fix."""
-    at_least = dict(block_size=1, n_embd=1, n_head=1, n_layer=1, batch_size=1, eval_interval=1,
-                    eval_iters=1, max_iters=0, warmup_iters=0, max_new_tokens=0, seed=0)
-    for name, low in at_least.items():
-        if getattr(cfg, name) < low:
-            fail(f"--{name} must be at least {low}, got {getattr(cfg, name)}")
-    if cfg.dropout >= 1:
-        fail(f"--dropout must be below 1, got {cfg.dropout}")
-    if cfg.n_embd % cfg.n_head:
-        fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, "
-             f"e.g. --n_embd={cfg.n_head * 64}")
-    if cfg.max_time and cfg.warmup_iters < 10:
-        fail("--max_time measures the speed during the warm-up: give --warmup_iters=10 or more")
-    if cfg.init_from == "scratch" and cfg.max_iters == 0:
-        fail("--max_iters=0 trains nothing, and an untrained model writes noise; add "
-             "--init_from=resume to sample from the checkpoint in --out_dir")
-
-def check_finite(loss, step, cfg):
-    """Stop when the loss is nan or inf, before it is saved: the last checkpoint stays good."""
-    if not math.isfinite(loss):
-        mps = "; on MPS this is often the backend: try --device=cpu" if cfg.device == "mps" else ""
-        fail(f"the loss became {loss} by step {step}; lower --learning_rate{mps} "
-             f"({cfg.out_dir}/ckpt.pt keeps the last evaluation's state)")
 
 def load_text(path):
     """The whole file as a string; input.txt beside gpt.py is downloaded first when missing."""
@@ -363,15 +338,19 @@ def load_text(path):
     with open(path, encoding="utf-8") as f:  # errors: the handler under main() reports them
         return f.read()
 
-def pick_device(name):
-    """The device asked for, or for 'auto' the best one here: cuda, then mps, then cpu."""
-    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    if not present.get(name, True):
-        fail(f"--device={name} but PyTorch finds no {name.upper()} device here; "
+def pick_hardware(device_flag, dtype_flag):
+    """The device and autocast dtype that these flags' values give here, and why that dtype."""
+    present = [torch.cuda.is_available(), torch.backends.mps.is_available(), True]
+    found = [name for name, ok in zip(("cuda", "mps", "cpu"), present) if ok]  # best first
+    if device_flag not in ("auto", *found):
+        fail(f"--device={device_flag} but PyTorch finds no {device_flag.upper()} device here; "
              "use --device=auto or --device=cpu")
-    if name == "auto":
-        return "cuda" if present["cuda"] else "mps" if present["mps"] else "cpu"
-    return name
+    device = found[0] if device_flag == "auto" else device_flag
+    if dtype_flag != "auto":
+        return device, dtype_flag, "--dtype"
+    capability = torch.cuda.get_device_capability() if device == "cuda" else None
+    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return (device, *pick_precision(device, capability, cpu_bf16))
 
 def pick_precision(device, capability=None, cpu_bf16=False):
     """The dtype for autocast on this hardware, and why: native bfloat16, else float16 or 32."""
@@ -388,196 +367,104 @@ def autocast(cfg):
     dtype = getattr(torch, cfg.dtype)
     return torch.autocast(cfg.device, dtype=dtype, enabled=dtype != torch.float32)
 
-class Clock:
-    """A line every 10 s and, with --max_time, the step count that fits in the time left."""
-
-    def __init__(self, cfg, step, started):
-        self.cfg, self.started = cfg, started  # --max_time counts from main()'s start, so
-        self.deadline = 0.99 * cfg.max_time  # 1% is left for Python's start-up before it
-        self.plan_at = max(cfg.warmup_iters, step + 10) if cfg.max_time else -1
-        self.timed_step = step + min(10, (self.plan_at - step) // 2)  # after one-off set-up costs
-        self.timed_from = self.eval_time = self.final_eval = self.end = 0.0  # end: both last
-        self.last_step = self.last_line = time.perf_counter()
-        self.losses = []  # the losses since the last line, as tensors: reading one waits for a GPU
-
-    def elapsed(self):
-        return f"{time.perf_counter() - self.started:.0f} s"
-
-    @contextlib.contextmanager
-    def evaluating(self, batches):
-        start = time.perf_counter()
-        yield
-        self.last_step = self.last_line = time.perf_counter()  # the steps are timed apart
-        self.eval_time = self.last_step - start  # the next ones, with as many batches
-        self.final_eval = self.eval_time * self.cfg.eval_iters / batches  # the last: all of them
-        self.losses = []
-
-    def tick(self, model, step, loss):
-        """After each step: time the steps, fit max_iters at plan_at, then stop in time."""
-        now = time.perf_counter()
-        if step == self.timed_step:
-            self.timed_from = now
-        if step == self.plan_at:  # evaluations inside the timed steps only make the plan safer
-            self.plan(model, step, (now - self.timed_from) / (step - self.timed_step))
-        next_step = now - self.last_step  # as long as the last one: the machine may have slowed
-        self.last_step = now
-        due = self.eval_time if step % self.cfg.eval_interval == 0 else 0.0  # before the next step
-        late = now - self.started + due + next_step + self.end > self.deadline
-        if self.cfg.max_time and late and self.plan_at < step < self.cfg.max_iters:
-            print(f"time budget: stopping at step {step} of {self.cfg.max_iters}, so the repeat "
-                  "flag above no longer holds", flush=True)
-            self.cfg.max_iters = step
-        self.losses.append(loss)
-        if now - self.last_line >= 10:
-            recent = torch.stack(self.losses).mean().item()  # the one wait for the GPU in 10 s
-            check_finite(recent, step, self.cfg)
-            tokens = len(self.losses) * self.cfg.batch_size * self.cfg.block_size
-            print(f"step {step:5d} | loss {recent:.4f} | {tokens / (now - self.last_line):,.0f} "
-                  f"tok/s | {self.elapsed()}", flush=True)
-            self.last_line, self.losses = now, []
-
-    @torch.no_grad()
-    def plan(self, model, step, step_time):
-        """Set max_iters to the last step that fits: the steps, their evaluations, the end."""
-        model = getattr(model, "_orig_mod", model).eval()  # the plain model, as sample() runs it
-        idx = torch.zeros((1, self.cfg.block_size), dtype=torch.long, device=self.cfg.device)
-        with autocast(self.cfg):
-            for _ in range(2):  # the second forward is free of a new shape's one-off costs
-                start = time.perf_counter()
-                float(model(idx)[0][0, -1, 0])  # a sampled character's cost; float() syncs
-        model.train()
-        sample_time = self.cfg.max_new_tokens * (time.perf_counter() - start)
-        self.end = self.final_eval + sample_time
-        left = self.deadline - (time.perf_counter() - self.started) - self.end
-        every = self.cfg.eval_interval
-        fit = int(left / (step_time + self.eval_time / every))  # steps, with a share of the evals
-        evals = (step + fit) // every - step // every  # the evaluations those steps really meet
-        fit = min(fit, int((left - evals * self.eval_time) / step_time))
-        self.cfg.max_iters = max(step, min(self.cfg.max_iters, step + fit))
-        print(f"budget: {self.cfg.max_iters} steps fit (a step {step_time:.3f} s, an evaluation "
-              f"{self.eval_time:.1f} s, the last {self.final_eval:.1f} s, the sample "
-              f"{sample_time:.1f} s); repeat this run with --max_iters={self.cfg.max_iters} "
-              "--max_time=0", flush=True)
-
-def save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history):
-    """The whole training state, written to a temp file and renamed: never half-written."""
+def save_checkpoint(model, optimizer, scaler, cfg, vocab, history):
+    """The whole training state, written to a temp file and renamed; never a diverged model."""
+    if not math.isfinite(history["train"][-1]):  # nan or inf: the last checkpoint stays good
+        fail(f"the loss became {history['train'][-1]} by step {history['step'][-1]}; lower "
+             f"--learning_rate ({cfg.out_dir}/ckpt.pt keeps the last evaluation's state)")
     model = getattr(model, "_orig_mod", model)  # the model inside torch.compile's wrapper
     state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), vocab=vocab,
-                 scaler=scaler.state_dict(), config=dataclasses.asdict(cfg), step=step,
-                 history=history, rng=torch.get_rng_state())  # batches, dropout go on exactly
+                 scaler=scaler.state_dict(), config=dataclasses.asdict(cfg),
+                 step=history["step"][-1], history=history, rng=torch.get_rng_state())
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state()
-    os.makedirs(os.path.dirname(path), exist_ok=True)  # made at the first save: no empty out/
+    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    os.makedirs(cfg.out_dir, exist_ok=True)  # made at the first save: no empty out/
     with open(path + ".tmp", "wb") as f:  # an OSError if out_dir can't be written
         torch.save(state, f)
-    os.replace(path + ".tmp", path)
+    os.replace(path + ".tmp", path)  # never half-written
 
 def load_checkpoint(path):
     """Read a checkpoint with weights_only=True, so that loading one can never run code."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        assert {"model", "optimizer", "config", "vocab", "step", "history", "rng"} <= ckpt.keys()
+        assert {"model", "optimizer", "config", "vocab", "step", "rng"} <= ckpt.keys()
+        assert "seconds" in ckpt["history"]  # older gpt.py's checkpoints lack it
     except Exception as e:  # missing, not a zip, truncated, code inside (refused), keys missing
-        fail(f"can't resume from {path} ({type(e).__name__}): train a model there first, "
+        fail(f"can't load {path} ({type(e).__name__}): train a model there first with gpt.py, "
              "or pick another --out_dir")
     return ckpt
 
-def pick_hardware(device_flag, dtype_flag):
-    """The device and the autocast dtype that these two flags' values give here, and why that."""
-    device = pick_device(device_flag)
-    if dtype_flag != "auto":
-        return device, dtype_flag, "--dtype"
-    capability = torch.cuda.get_device_capability() if device == "cuda" else None
-    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    return (device, *pick_precision(device, capability, cpu_bf16))
-
-def auto_preset(device, dtype):
-    """--preset=auto: the lecture's model on CUDA, else a 10-minute model for the precision."""
-    if device == "cuda":
-        return "lecture", "a CUDA GPU"
-    if dtype == "float32":
-        return "laptop_float32", f"no CUDA GPU, and float32 on this {device}"
-    return "laptop", f"no CUDA GPU, and {dtype} on this {device}"
-
 def make_settings(argv=None):
-    """The one place that decides the run: a preset or a checkpoint, then the flags on top.
-    Returns the Config, the checkpoint to resume from (or None), and what runs and why."""
-    here = auto_preset(*pick_hardware("auto", "auto")[:2])[0]  # what --preset=auto picks here
-    flags = parse_flags(Config, argv, PRESETS, here)
-    device, dtype, dtype_why = pick_hardware(flags.get("device", "auto"),
-                                             flags.get("dtype", "auto"))
+    """The Config from a preset or a checkpoint, then the flags; the checkpoint; what runs."""
+    flags = parse_flags(Config, argv)
+    device, dtype, why = pick_hardware(flags.get("device", "auto"), flags.get("dtype", "auto"))
     path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
-    ckpt = None
-    if flags.get("init_from") == "resume":
-        ckpt = load_checkpoint(path)
+    ckpt = load_checkpoint(path) if flags.get("init_from") == "resume" else None
+    if ckpt:
         saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
-        if ckpt["step"] >= saved["warmup_iters"] or "max_iters" in flags:
-            saved["max_time"] = 0.0  # the plan was made, or --max_iters sets the count: no budget
+        if "max_iters" in flags:
+            saved["max_time"] = 0.0  # a step count given on resume: train to it, with no budget
         cfg = Config(**{**saved, **flags})
-        why = f"resuming {path} at step {ckpt['step']}"
+        what = f"resuming {path} at step {ckpt['step']}"
     else:
         if "init_from" not in flags and os.path.exists(path):
             fail(f"{path} exists and a new run would replace it: --init_from=resume goes on "
                  "from it, --init_from=scratch trains over it, --out_dir=DIR trains elsewhere")
         preset = flags.get("preset", "auto")
-        why = "--preset"
-        if preset == "auto":
-            preset, why = auto_preset(device, dtype)
+        if preset == "auto" and device == "cuda":
+            preset = "lecture"
+        if preset == "auto":  # without CUDA: a model that trains in 10 minutes at this dtype
+            preset = "laptop_float32" if dtype == "float32" else "laptop"
         cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
-        why = f"preset {preset} ({why})"
+        what = f"preset {preset}"
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
-    check_config(cfg)
-    steps = f"up to step {cfg.max_iters}"
-    if cfg.max_time:
-        steps += f", as many as fit in {cfg.max_time:.0f} s"
-    if ckpt and ckpt["step"] >= cfg.max_iters:
-        steps = "no training, a sample only"
-    return cfg, ckpt, (f"{why}: {cfg.n_layer} layers, {cfg.n_embd} channels, context "
-                       f"{cfg.block_size}, {steps} | {device}, {dtype}: {dtype_why}")
+    if cfg.n_embd % cfg.n_head:
+        fail(f"--n_embd={cfg.n_embd} must be divisible by --n_head={cfg.n_head}, "
+             f"e.g. --n_embd={cfg.n_head * 64}")
+    if cfg.init_from == "scratch" and cfg.max_iters == 0:
+        fail("--max_iters=0 trains nothing: give a step count (sample.py samples a saved model)")
+    budget = f"{cfg.max_time:.0f} s, " if cfg.max_time else ""
+    return cfg, ckpt, (f"{what}: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} channels, "
+                       f"context {cfg.block_size}, batch {cfg.batch_size} | at most {budget}"
+                       f"{cfg.max_iters} steps | {device}, {dtype}: {why}")
 
-# ------------------------------------------------------------------------------------------ main
-
-def main(argv=None):
-    """Settings, then data, model, training and a sample; returns what the run made."""
-    started = time.perf_counter()
+def prepare(argv=None):
+    """Settings, text and vocabulary, then the model and its training state, new or resumed."""
     cfg, ckpt, summary = make_settings(argv)
-    torch.manual_seed(cfg.seed)
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
-    path = os.path.join(HERE, "input.txt") if cfg.input == Config.input else cfg.input
-    text = load_text(path)
+    text = load_text(os.path.join(HERE, "input.txt") if cfg.input == Config.input else cfg.input)
     tokenizer = CharTokenizer.from_text(text)
     if ckpt and ckpt["vocab"] != tokenizer.chars:
-        fail(f"{path} has other characters than the checkpoint's text; resume with that text")
-    unknown = sorted(set(cfg.prompt) - set(tokenizer.chars))
-    if unknown:
-        fail(f"the prompt has characters outside the vocabulary: {''.join(unknown)!r}; "
-             "remove them from --prompt")
+        fail(f"{cfg.input} has other characters than the checkpoint's text; resume with that text")
     splits = split_data(text, tokenizer, cfg.block_size)
-    print(summary)
-
     cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
+    torch.manual_seed(cfg.seed)
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
     model = GPT(cfg).to(cfg.device)
     optimizer = make_optimizer(model, cfg)
     scaler = torch.amp.GradScaler(cfg.device, enabled=cfg.dtype == "float16")  # see autocast()
-    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
-    step, history = 0, {"step": [], "train": [], "val": []}  # every loss estimate so far
-    if ckpt:
-        try:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
+    history = {"step": [], "seconds": [], "train": [], "val": []}  # at each evaluation
+    if ckpt:  # resumed: the state at the checkpoint's step, its random numbers too
+        try:  # a disabled scaler (not float16) ignores its state
+            for name, part in dict(model=model, optimizer=optimizer, scaler=scaler).items():
+                part.load_state_dict(ckpt[name])
         except (RuntimeError, ValueError, KeyError):
             fail("the checkpoint does not fit this model: drop the flags that change its shape")
-        if scaler.is_enabled() and ckpt.get("scaler"):
-            scaler.load_state_dict(ckpt["scaler"])  # float16's loss scale, as it was
+        history = ckpt["history"]
         torch.set_rng_state(ckpt["rng"])
         if "cuda_rng" in ckpt and torch.cuda.is_available():
             torch.cuda.set_rng_state(ckpt["cuda_rng"])
-        step, history = ckpt["step"], ckpt["history"]
+    print(f"{summary} | {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    return cfg, tokenizer, splits, model, optimizer, scaler, history
 
-    if step < cfg.max_iters:  # resuming a finished run only samples
-        trained = torch.compile(model) if cfg.compile else model  # the same weights, compiled
-        clock = Clock(cfg, step, started)
-        train(trained, optimizer, scaler, splits, cfg, tokenizer.chars, step, history, clock)
+def main(argv=None):
+    """Settings, data and model, then training and a sample; returns what the run made."""
+    cfg, tokenizer, splits, model, optimizer, scaler, history = prepare(argv)
+    trained = torch.compile(model) if cfg.compile else model  # the same weights, compiled
+    train(trained, optimizer, scaler, splits, cfg, tokenizer.chars, history)
+    steps = history["step"][-1]
+    print(f"trained {steps} steps in {history['seconds'][-1]:.0f} s (--max_iters={steps} "
+          "--max_time=0 trains as many by count)", flush=True)
     generated = sample(model, tokenizer, cfg)
     print(generated)
     return dict(model=model, config=cfg, history=history, sample=generated)

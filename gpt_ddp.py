@@ -39,38 +39,20 @@ def report(message):
 
 def check_flags(argv):
     """gpt.py's flags checked, less what this script does not do; the device they ask for."""
-    here = gpt.auto_preset(*gpt.pick_hardware("auto", "auto")[:2])[0]  # --help shows this preset
-    flags = gpt.parse_flags(gpt.Config, argv, gpt.PRESETS, here)  # --help, typos: gpt.py's lines
+    flags = gpt.parse_flags(gpt.Config, argv)  # --help, typos: gpt.py's lines
     if flags.get("max_time"):
         gpt.fail("gpt_ddp.py has no time budget: drop --max_time and give --max_iters")
     if flags.get("compile"):
         gpt.fail("gpt_ddp.py does not compile the model: drop --compile (gpt.py has it)")
     if "LOCAL_RANK" not in os.environ:
         gpt.fail(f"start gpt_ddp.py with torchrun: {USAGE}")
-    device = gpt.pick_device(flags.get("device", "auto"))
+    device = gpt.pick_hardware(flags.get("device", "auto"), "float32")[0]
     if device == "mps":
         gpt.fail("DDP runs on CUDA GPUs (NCCL) or CPU processes (gloo): give --device=cpu")
     gpus = int(os.environ["LOCAL_WORLD_SIZE"])  # one GPU per process on this machine
     if device == "cuda" and gpus > torch.cuda.device_count():
         gpt.fail(f"--nproc_per_node={gpus} but this machine has {torch.cuda.device_count()} GPUs")
     return device
-
-
-def prepare(argv):
-    """gpt.py's settings, data and checks: its main() up to the model, with no time budget."""
-    cfg, ckpt, summary = gpt.make_settings([*argv, "--max_time=0"])  # of a flag twice, last wins
-    path = os.path.join(gpt.HERE, "input.txt") if cfg.input == gpt.Config.input else cfg.input
-    text = gpt.load_text(path)
-    tokenizer = gpt.CharTokenizer.from_text(text)
-    if ckpt and ckpt["vocab"] != tokenizer.chars:
-        gpt.fail(f"{path} has other characters than the checkpoint's text; resume with that text")
-    unknown = sorted(set(cfg.prompt) - set(tokenizer.chars))
-    if unknown:
-        gpt.fail(f"the prompt has characters outside the vocabulary: {''.join(unknown)!r}; "
-                 "remove them from --prompt")
-    splits = gpt.split_data(text, tokenizer, cfg.block_size)
-    cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
-    return cfg, ckpt, summary, tokenizer, splits
 
 
 class CtrlC:
@@ -106,11 +88,12 @@ def stop_together(nonfinite, ctrl_c, step, cfg):
     raise SystemExit(1 if bad else 130)
 
 
-def train(ddp, optimizer, scaler, splits, cfg, vocab, step, history, ctrl_c, started):
+def train(ddp, optimizer, scaler, splits, cfg, vocab, history, ctrl_c):
     """gpt.py's train() on every rank: rank 0 evaluates and saves, and all agree on each step."""
     rank, world = dist.get_rank(), dist.get_world_size()
     model = ddp.module  # the plain model: saved without DDP's "module." prefix
-    path = os.path.join(cfg.out_dir, "ckpt.pt")
+    step = history["step"][-1] if history["step"] else 0
+    started = time.perf_counter() - (history["seconds"][-1] if history["step"] else 0.0)
     nonfinite, first, loop_started, eval_time = 0.0, step, time.perf_counter(), 0.0
     while True:
         losses = None
@@ -125,15 +108,16 @@ def train(ddp, optimizer, scaler, splits, cfg, vocab, step, history, ctrl_c, sta
             eval_time += time.perf_counter() - eval_started
         stop_together(nonfinite, ctrl_c, step, cfg)  # nothing is saved unless every rank is fine
         if losses:
-            history["step"].append(step)
-            history["train"].append(losses["train"])
-            history["val"].append(losses["val"])
-            gpt.save_checkpoint(path, model, optimizer, scaler, cfg, vocab, step, history)
+            seconds = time.perf_counter() - started
+            for key, value in dict(step=step, seconds=seconds, **losses).items():
+                history[key].append(value)
+            gpt.save_checkpoint(model, optimizer, scaler, cfg, vocab, history)
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
                   f"{time.perf_counter() - started:.0f} s", flush=True)
         if step >= cfg.max_iters:
             break
-        loss = gpt.train_step(ddp, optimizer, scaler, splits, cfg, step)  # backward all-reduces
+        lr = gpt.lr_at(step, 0.0, cfg)  # by steps: the ranks' clocks differ
+        loss = gpt.train_step(ddp, optimizer, scaler, splits, cfg, lr)  # backward all-reduces
         nonfinite = torch.isfinite(loss).logical_not().float()  # stays on the device
         step += 1
     train_time = time.perf_counter() - loop_started - eval_time  # rank 0's, saves included
@@ -146,7 +130,6 @@ def train(ddp, optimizer, scaler, splits, cfg, vocab, step, history, ctrl_c, sta
 
 def main(argv=None):
     """Every rank: settings, model, DDP and training; then rank 0 samples."""
-    started = time.perf_counter()
     ctrl_c = CtrlC()
     argv = sys.argv[1:] if argv is None else argv
     rank = int(os.environ.get("RANK", "0"))
@@ -154,43 +137,29 @@ def main(argv=None):
     try:
         with redirect_stderr(said), redirect_stdout(sys.stdout if rank == 0 else io.StringIO()):
             device = check_flags(argv)
-            cfg, ckpt, summary, tokenizer, splits = prepare(argv)
+            if device == "cuda":  # from here on "cuda" is this rank's own GPU
+                torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            prepared = gpt.prepare([*argv, "--max_time=0"])  # a flag twice: the last wins
     except SystemExit as stop:
         if stop.code:
             report(said.getvalue().strip())
         raise
     print(said.getvalue(), end="", file=sys.stderr)  # what setting up had to say, if anything
+    # gpt.py's model, optimizer, loss scale, step and history; not its random state:
+    cfg, tokenizer, splits, model, optimizer, scaler, history = prepared
     local_rank, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
-    if device == "cuda":
-        torch.cuda.set_device(local_rank)  # from here on "cuda" is this rank's own GPU
     backend = "nccl" if device == "cuda" else "gloo"
     dist.init_process_group(backend)
-    step = ckpt["step"] if ckpt else 0
+    step = history["step"][-1] if history["step"] else 0
     torch.manual_seed(cfg.seed + world * step + rank)  # each rank draws its own batches
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
-    model = gpt.GPT(cfg).to(cfg.device)
-    optimizer = gpt.make_optimizer(model, cfg)
-    scaler = torch.amp.GradScaler(cfg.device, enabled=cfg.dtype == "float16")
-    history = {"step": [], "train": [], "val": []}
-    if ckpt:  # weights, optimizer, loss scale, step and history; not the random state
-        try:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-        except (RuntimeError, ValueError, KeyError):
-            report("error: the checkpoint does not fit this model: drop the flags that change "
-                   "its shape")
-            raise SystemExit(1)
-        if scaler.is_enabled() and ckpt.get("scaler"):
-            scaler.load_state_dict(ckpt["scaler"])
-        history = ckpt["history"]
     if rank == 0:
         print(f"DDP, world size {world} ({backend}): batch {cfg.batch_size} per rank, global "
-              f"batch {world * cfg.batch_size} | {summary}", flush=True)
-        print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters", flush=True)
+              f"batch {world * cfg.batch_size}", flush=True)
     if step < cfg.max_iters:
         ids = [local_rank] if device == "cuda" else None
         ddp = DistributedDataParallel(model, device_ids=ids)  # copies rank 0's weights to all
-        train(ddp, optimizer, scaler, splits, cfg, tokenizer.chars, step, history, ctrl_c, started)
+        train(ddp, optimizer, scaler, splits, cfg, tokenizer.chars, history, ctrl_c)
+        del ddp  # before the process group: freeing DDP's reducer last can deadlock with gloo's thread
     if rank == 0:
         print(gpt.sample(model, tokenizer, cfg), flush=True)
     dist.destroy_process_group()

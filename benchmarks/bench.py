@@ -109,7 +109,6 @@ def quality_run(device, flags, plot_path):
                             capture_output=True, text=True, check=True, cwd=ROOT)
     wall = time.perf_counter() - t
     vals = re.findall(r"^step\s+(\d+) \| train ([\d.]+) \| val ([\d.]+)", result.stdout, re.MULTILINE)
-    last_log_line = [line for line in result.stdout.splitlines() if line.startswith("step")][-1]
     history = torch.load(os.path.join(out_dir, "ckpt.pt"), weights_only=True)["history"]
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
@@ -121,8 +120,8 @@ def quality_run(device, flags, plot_path):
     return dict(command=" ".join(["python gpt.py", *flags]), wall_s=wall, final_step=int(vals[-1][0]),
                 final_train=float(vals[-1][1]), final_val=float(vals[-1][2]),
                 best_val=min(float(v[2]) for v in vals), first_line=result.stdout.splitlines()[0],
-                log=[line for line in result.stdout.splitlines() if line.startswith(("step", "budget", "time"))],
-                sample=result.stdout.split(last_log_line, 1)[1].strip("\n"), stdout=result.stdout)
+                log=[line for line in result.stdout.splitlines() if line.startswith(("step", "trained"))],
+                sample=result.stdout.split("trains as many by count)\n", 1)[1].strip("\n"), stdout=result.stdout)
 
 
 def cpu_model():

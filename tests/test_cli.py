@@ -28,23 +28,29 @@ def run(*args, cwd=None, script=GPT_PY, timeout=180):
 
 
 def assert_clean_error(result, *phrases):
-    """Non-zero exit, one 'error:' line on stderr naming the problem, and no traceback."""
+    """Non-zero exit, one 'error:' line on stderr naming the problem (argparse's own starts 'gpt.py: error:'),
+    and no traceback."""
     assert result.returncode != 0, result.stdout
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert len(lines) == 1 and re.match(r"^(\S+\.py: )?error: ", lines[0]), result.stderr
     for phrase in phrases:
         assert phrase in lines[0], lines[0]
 
 
 def test_end_to_end_writes_a_checkpoint_and_a_sample(tmp_path, text_file):
     out = tmp_path / "out"
-    result = run(f"--input={text_file}", f"--out_dir={out}", "--prompt=To be", *TINY_FLAGS, cwd=tmp_path)
+    result = run(f"--input={text_file}", f"--out_dir={out}", *TINY_FLAGS, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    # the first line says what runs, and why: laptop, or laptop_float32 on a CPU without native bfloat16
-    assert re.match(r"preset laptop(_float32)? \(no CUDA GPU, and (bfloat16|float32) on this cpu\)", result.stdout)
+    # the first line says what runs: laptop, or laptop_float32 on a CPU without native bfloat16, and why that dtype
+    assert re.match(r"preset laptop(_float32)?: 1 layers, 2 heads, 16 channels, context 8, batch 4 \| at most 20 steps "
+                    r"\| cpu, (bfloat16|float32): .+ \| 0\.\d\dM parameters\n", result.stdout)
     assert "step    20 | train" in result.stdout
-    assert result.stdout[-36:-1].startswith("To be")  # the last thing printed: the prompt and 30 new characters
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(r"trained 20 steps in \d+ s \(--max_iters=20 --max_time=0 trains as many by count\)",
+                        lines[lines.index(next(line for line in lines if line.startswith("trained")))])
+    sample = result.stdout.split("trains as many by count)\n", 1)[1]
+    assert len(sample) == 31 + 1 and sample.startswith("\n")  # id 0 (a newline) and 30 new characters, printed
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     assert ckpt["step"] == 20 and ckpt["history"]["step"] == [0, 10, 20]
     assert ckpt["config"]["n_layer"] == 1 and ckpt["vocab"] == sorted(set(open(text_file).read()))
@@ -57,8 +63,10 @@ def test_help_lists_every_flag_with_its_help_text():
     flags = [f for f in dataclasses.fields(gpt.Config) if "help" in f.metadata]
     assert len(flags) >= 20
     for f in flags:
-        assert f"--{f.name} " in text and " ".join(f.metadata["help"].split()) in text, f.name
+        assert re.search(f"--{f.name}[ ,]", text) and " ".join(f.metadata["help"].split()) in text, f.name
+        assert f"(default: {f.default!r})" in text, f.name  # the plain default, not a preset's
     assert "--vocab_size" not in text  # set from the data
+    assert "--preset {auto,lecture,laptop,laptop_float32}" in text and "--compile, --no-compile" in text
 
 
 def test_help_works_where_gpt_py_was_pasted_into_a_notebook_cell(capsys):
@@ -76,8 +84,10 @@ def settings(tmp_path, *flags):
 
 
 def hardware(monkeypatch, device="cpu", native_bf16=True):
-    """Make gpt.py see this device, and a CPU with or without native bfloat16."""
-    monkeypatch.setattr(gpt, "pick_device", lambda name: device if name == "auto" else name)
+    """Make gpt.py see this device (and the CPU), and a CPU with or without native bfloat16."""
+    monkeypatch.setattr(gpt.torch.cuda, "is_available", lambda: device == "cuda")
+    monkeypatch.setattr(gpt.torch.backends.mps, "is_available", lambda: device == "mps")
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
     monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16)
     monkeypatch.setattr(gpt.torch.cpu, "_is_amx_tile_supported", lambda: False)
 
@@ -87,25 +97,26 @@ def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path, monkey
     laptop, _, summary = gpt.make_settings([f"--out_dir={tmp_path}"])
     chosen = dict(device="cpu", dtype="bfloat16")
     assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path), **chosen)
-    assert summary.startswith("preset laptop (no CUDA GPU, and bfloat16 on this cpu)")
+    assert summary == ("preset laptop: 4 layers, 4 heads, 256 channels, context 128, batch 32 | at most 580 s, 5000 "
+                       "steps | cpu, bfloat16: the CPU has native bfloat16 (AVX512-BF16 or AMX)")
     lecture = settings(tmp_path, "--preset=lecture")
     assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path), **chosen)
     assert (lecture.n_layer, lecture.n_embd, lecture.block_size) == (6, 384, 256)
 
 
 def test_cuda_picks_the_lecture_preset(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpt, "pick_device", lambda name: "cuda")
-    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
+    hardware(monkeypatch, "cuda")
     cfg, _, summary = gpt.make_settings([f"--out_dir={tmp_path}"])
     assert cfg == gpt.Config(preset="lecture", out_dir=str(tmp_path), device="cuda", dtype="bfloat16")
-    assert summary.startswith("preset lecture (a CUDA GPU)")
+    assert summary.startswith("preset lecture: 6 layers, 6 heads, 384 channels, context 256, batch 64 | at most 5000 "
+                              "steps | cuda, bfloat16: compute capability 9.0 has bfloat16")
 
 
 @pytest.mark.parametrize("avx512_bf16,amx,expected", [(True, False, "bfloat16"), (False, True, "bfloat16"),
                                                       (False, False, "float32")])
 def test_cpu_bfloat16_only_where_it_is_native(tmp_path, monkeypatch, avx512_bf16, amx, expected):
     """oneDNN emulates bfloat16 on any AVX-512 CPU; gpt.py picks it only with AVX512-BF16 or AMX."""
-    monkeypatch.setattr(gpt, "pick_device", lambda name: "cpu")
+    hardware(monkeypatch, "cpu")
     monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(gpt.torch.cpu, "_is_amx_tile_supported", lambda: amx)
     monkeypatch.setattr(gpt.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
@@ -123,17 +134,15 @@ def test_cpu_bfloat16_only_where_it_is_native(tmp_path, monkeypatch, avx512_bf16
 ])
 def test_auto_preset_follows_the_device_and_the_precision(tmp_path, monkeypatch, device, native_bf16, flags, preset):
     hardware(monkeypatch, device, native_bf16)
-    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
     cfg, _, summary = gpt.make_settings([f"--out_dir={tmp_path}", *flags])
-    assert cfg.preset == preset and summary.startswith(f"preset {preset} (")
+    assert cfg.preset == preset and summary.startswith(f"preset {preset}: ")
     assert (cfg.n_embd, cfg.block_size) == (gpt.PRESETS[preset].get("n_embd", 384), gpt.PRESETS[preset].get("block_size", 256))
-    if "--preset=laptop" not in flags and device != "cuda":
-        assert f"no CUDA GPU, and {cfg.dtype} on this {device}" in summary.splitlines()[0]  # the first line says why
+    assert f"| {device}, {cfg.dtype}: " in summary  # the line says on what, and why that dtype
 
 
 def test_the_float32_preset_is_a_smaller_model_in_the_same_10_minutes():
     laptop, narrow = (gpt.Config(**gpt.PRESETS[name]) for name in ("laptop", "laptop_float32"))
-    assert narrow.max_time == laptop.max_time == 600 and narrow.eval_iters == laptop.eval_iters
+    assert narrow.max_time == laptop.max_time == 580 and narrow.eval_iters == laptop.eval_iters
     size = {cfg.n_embd: sum(p.numel() for p in gpt.GPT(cfg).parameters()) for cfg in (laptop, narrow)}
     assert size[narrow.n_embd] < 0.6 * size[laptop.n_embd], size  # cheaper steps: more of them fit
 
@@ -142,20 +151,6 @@ def test_settings_need_no_os_sysconf(tmp_path, monkeypatch):
     """Windows has no os.sysconf: nothing on the way to a run may call it."""
     monkeypatch.delattr(os, "sysconf", raising=False)
     assert settings(tmp_path).n_layer == 4 or torch.cuda.is_available()
-
-
-@pytest.mark.parametrize("native_bf16,here", [(True, "laptop"), (False, "laptop_float32")])
-def test_help_shows_the_values_this_machine_uses(monkeypatch, capsys, native_bf16, here):
-    hardware(monkeypatch, "cpu", native_bf16)
-    with pytest.raises(SystemExit) as stop:
-        gpt.make_settings(["--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    assert stop.value.code == 0
-    n_embd = {name: preset.get("n_embd", 384) for name, preset in gpt.PRESETS.items()}
-    others = ", ".join(f"{name}: {value}" for name, value in n_embd.items() if name != here)
-    assert f"--n_embd INT channels: the size of every token's vector (default: {n_embd[here]} here, the {here} preset's; {others})" in text
-    assert f"--max_time FLOAT" in text and f"(default: 600.0 here, the {here} preset's; lecture: 0.0" in text
-    assert "--seed INT random seed: the same seed repeats a run exactly on a CPU (default: 1337)" in text
 
 
 @pytest.mark.parametrize("preset", ["laptop", "lecture"])
@@ -168,13 +163,13 @@ def test_a_flag_changes_only_the_field_it_names(tmp_path, preset):
         value = getattr(base, f.name) * 2
         if choices:
             value = [c for c in choices if c not in (getattr(base, f.name), "auto")][0]
-        if f.type is bool:
-            value = not getattr(base, f.name)
         if f.name == "dropout":
             value = 0.3
-        if f.type is str and not choices:
-            value = "To be"
-        changed = settings(tmp_path, f"--preset={preset}", f"--{f.name}={value}")
+        given = f"--{f.name}={value}"
+        if f.type is bool:
+            value = not getattr(base, f.name)
+            given = f"--{'' if value else 'no-'}{f.name}"
+        changed = settings(tmp_path, f"--preset={preset}", given)
         assert changed == dataclasses.replace(base, **{f.name: value}), f.name
 
 
@@ -188,6 +183,7 @@ def test_checkpoint_round_trip_gives_identical_logits_and_resume_continues(tmp_p
     out = str(tmp_path / "out")
     first = gpt.main([f"--input={text_file}", f"--out_dir={out}", *TINY_FLAGS])
     ckpt = gpt.load_checkpoint(os.path.join(out, "ckpt.pt"))
+    assert len(ckpt["history"]["seconds"]) == 3 and ckpt["history"]["seconds"][0] < 1  # of training before step 0
     model = gpt.GPT(gpt.Config(**ckpt["config"]))
     model.load_state_dict(ckpt["model"])
     idx = torch.randint(len(ckpt["vocab"]), (2, 8))
@@ -199,9 +195,7 @@ def test_checkpoint_round_trip_gives_identical_logits_and_resume_continues(tmp_p
     assert steps == [step + 10]  # the step resumed from is not evaluated (nor logged) twice
     history = torch.load(os.path.join(out, "ckpt.pt"), weights_only=True)["history"]
     assert history["step"] == [0, 10, 20, 30]
-    sample_only = run("--init_from=resume", f"--out_dir={out}", "--max_iters=0", "--max_new_tokens=20")
-    assert sample_only.returncode == 0, sample_only.stderr
-    assert not [line for line in sample_only.stdout.splitlines() if line.startswith("step")]
+    assert history["seconds"][:3] == ckpt["history"]["seconds"] and history["seconds"][3] >= history["seconds"][2]
 
 
 def test_ctrl_c_then_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path, text_file, monkeypatch):
@@ -211,10 +205,10 @@ def test_ctrl_c_then_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path, t
     straight = gpt.main([*flags, f"--out_dir={tmp_path / 'a'}"])["history"]
     lr_at = gpt.lr_at
 
-    def lr_at_pressing_ctrl_c(step, cfg):
+    def lr_at_pressing_ctrl_c(step, seconds, cfg):
         if step == 13:
             signal.raise_signal(signal.SIGINT)
-        return lr_at(step, cfg)
+        return lr_at(step, seconds, cfg)
 
     monkeypatch.setattr(gpt, "lr_at", lr_at_pressing_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
@@ -222,7 +216,8 @@ def test_ctrl_c_then_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path, t
     assert torch.load(tmp_path / "b" / "ckpt.pt", weights_only=True)["step"] == 10  # the last evaluation
     monkeypatch.setattr(gpt, "lr_at", lr_at)
     resumed = gpt.main([*flags, f"--out_dir={tmp_path / 'b'}", "--init_from=resume"])["history"]
-    assert resumed == straight and len(straight["step"]) == 3
+    assert len(straight["step"]) == 3 and len(resumed["seconds"]) == 3  # the seconds differ: a real clock
+    assert {k: resumed[k] for k in ("step", "train", "val")} == {k: straight[k] for k in ("step", "train", "val")}
 
 
 def test_same_seed_repeats_a_run_exactly(tmp_path, text_file):
@@ -238,28 +233,29 @@ def test_same_seed_repeats_a_run_exactly(tmp_path, text_file):
 
 
 @pytest.mark.parametrize("flag,phrases", [
-    ("--n_layr=2", ["unrecognized arguments: --n_layr=2", "see --help"]),
-    ("--max_iters=lots", ["--max_iters", "invalid int value: 'lots'"]),
+    ("--n_layr=2", ["gpt.py: error: unrecognized arguments: --n_layr=2"]),
+    ("--max_iters=lots", ["--max_iters", "invalid number value: 'lots'"]),
     ("--dropout=x", ["--dropout", "invalid number value: 'x'"]),
     ("n_layer=2", ["unrecognized arguments: n_layer=2"]),
-    ("--compile=yes", ["--compile", "must be True or False, got 'yes'"]),
+    ("--compile=yes", ["--compile", "ignored explicit argument 'yes'"]),
     ("--n_head=3", ["--n_embd=256 must be divisible by --n_head=3", "e.g. --n_embd=192"]),
-    ("--n_layer=0", ["--n_layer must be at least 1"]),
-    ("--batch_size=-3", ["--batch_size must be at least 1"]),
-    ("--dropout=1.0", ["--dropout must be below 1"]),
-    ("--dropout=-0.1", ["--dropout", "must be a finite number, 0 or more"]),
-    ("--dropout=nan", ["--dropout", "must be a finite number"]),
-    ("--max_time=inf", ["--max_time", "must be a finite number"]),
-    ("--max_iters=-1", ["--max_iters must be at least 0"]),
-    ("--learning_rate=nan", ["--learning_rate: must be a finite number"]),
-    ("--learning_rate=inf", ["--learning_rate: must be a finite number"]),
-    ("--min_lr=nan", ["--min_lr: must be a finite number"]),
-    ("--grad_clip=nan", ["--grad_clip: must be a finite number"]),
-    ("--weight_decay=nan", ["--weight_decay: must be a finite number"]),
+    ("--n_layer=0", ["--n_layer: must be in [1, inf), got 0"]),
+    ("--batch_size=-3", ["--batch_size: must be in [1, inf), got -3"]),
+    ("--eval_interval=0", ["--eval_interval: must be in [1, inf), got 0"]),
+    ("--dropout=1.0", ["--dropout: must be in [0, 1), got 1.0"]),
+    ("--dropout=-0.1", ["--dropout: must be in [0, 1), got -0.1"]),
+    ("--dropout=nan", ["--dropout: must be in [0, 1), got nan"]),
+    ("--max_time=inf", ["--max_time: must be in [0, inf), got inf"]),
+    ("--max_iters=-1", ["--max_iters: must be in [0, inf), got -1"]),
+    ("--learning_rate=nan", ["--learning_rate: must be in [0, inf), got nan"]),
+    ("--learning_rate=inf", ["--learning_rate: must be in [0, inf), got inf"]),
+    ("--min_lr=nan", ["--min_lr: must be in [0, inf)"]),
+    ("--grad_clip=nan", ["--grad_clip: must be in [0, inf)"]),
+    ("--weight_decay=nan", ["--weight_decay: must be in [0, inf)"]),
     ("--init_from=resum", ["--init_from", "invalid choice: 'resum'"]),
     ("--preset=gpu", ["--preset", "invalid choice: 'gpu'"]),
-    ("--max_iters=0", ["--max_iters=0 trains nothing", "--init_from=resume"]),
-    ("--warmup_iters=5", ["--max_time measures the speed during the warm-up", "--warmup_iters=10"]),
+    ("--max_iters=0", ["--max_iters=0 trains nothing", "sample.py"]),
+    ("--prompt=To", ["unrecognized arguments: --prompt=To"]),  # sampling with a prompt: sample.py
 ])
 def test_bad_flags(flag, phrases, tmp_path, text_file):
     assert_clean_error(run(flag, f"--input={text_file}", f"--out_dir={tmp_path}"), *phrases)
@@ -267,7 +263,7 @@ def test_bad_flags(flag, phrases, tmp_path, text_file):
 
 def test_a_flag_given_twice_the_last_wins_as_in_argparse(tmp_path):
     assert settings(tmp_path, "--max_iters=3", "--max_iters=4").max_iters == 4
-    assert settings(tmp_path, "--compile=true").compile is True  # True and False in any case
+    assert settings(tmp_path, "--compile").compile is True and settings(tmp_path, "--no-compile").compile is False
 
 
 @pytest.mark.parametrize("where", ["/proc/forbidden", "/proc", "a regular file"])
@@ -282,7 +278,7 @@ def test_an_out_dir_that_cannot_be_written_is_one_line_at_the_first_save(tmp_pat
 
 def test_a_second_run_never_replaces_a_checkpoint_silently(tmp_path, trained, text_file):
     out, blob = trained
-    for args in ([], ["--max_iters=0", "--prompt=To"]):  # a new run; a sample-only run without resume
+    for args in ([], ["--max_iters=0"]):  # a new run; a run that trains nothing, without resume
         result = run(f"--out_dir={out}", f"--input={text_file}", *TINY_FLAGS, *args)
         assert_clean_error(result)
         assert (out / "ckpt.pt").read_bytes() == blob
@@ -293,8 +289,8 @@ def test_a_second_run_never_replaces_a_checkpoint_silently(tmp_path, trained, te
 
 
 def test_a_failed_first_run_leaves_no_empty_out_dir(tmp_path, text_file):
-    result = run(f"--out_dir={tmp_path / 'out'}", f"--input={text_file}", "--prompt=§", *TINY_FLAGS)
-    assert_clean_error(result, "--prompt")
+    result = run(f"--out_dir={tmp_path / 'out'}", f"--input={text_file}", *TINY_FLAGS, "--block_size=100000")
+    assert_clean_error(result, "too short for --block_size=100000")
     assert not (tmp_path / "out").exists()
 
 
@@ -315,12 +311,6 @@ def test_bad_input_files(tmp_path):
                        "too short for --block_size=128")
 
 
-def test_prompt_outside_the_vocabulary_is_named(tmp_path, text_file):
-    result = run(f"--input={text_file}", f"--out_dir={tmp_path}", "--prompt=Zebra§", *TINY_FLAGS)
-    assert_clean_error(result, "'Z§'", "--prompt")
-    assert not (tmp_path / "ckpt.pt").exists()  # checked before any training
-
-
 def test_device_that_is_not_there():
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
@@ -328,8 +318,8 @@ def test_device_that_is_not_there():
 
 
 def test_resume_without_a_checkpoint(tmp_path):
-    assert_clean_error(run("--init_from=resume", f"--out_dir={tmp_path}"), "can't resume from", "ckpt.pt",
-                       "FileNotFoundError")
+    assert_clean_error(run("--init_from=resume", f"--out_dir={tmp_path}"), "can't load", "ckpt.pt",
+                       "FileNotFoundError", "train a model there first")
 
 
 @pytest.fixture
@@ -343,9 +333,9 @@ def trained(tmp_path, text_file):
 def test_resume_from_a_corrupt_or_unsafe_checkpoint(tmp_path, trained):
     out, blob = trained
     (out / "ckpt.pt").write_bytes(blob[: len(blob) // 2])
-    assert_clean_error(run("--init_from=resume", f"--out_dir={out}"), "can't resume from")
+    assert_clean_error(run("--init_from=resume", f"--out_dir={out}"), "can't load")
     torch.save({"model": object()}, out / "ckpt.pt")  # a pickled object: code that weights_only refuses
-    assert_clean_error(run("--init_from=resume", f"--out_dir={out}"), "can't resume from")
+    assert_clean_error(run("--init_from=resume", f"--out_dir={out}"), "can't load")
 
 
 def test_resume_with_a_value_that_diverges_keeps_the_checkpoint_and_its_settings(trained, text_file):
@@ -372,7 +362,7 @@ def test_resume_with_other_shapes_or_vocabulary_keeps_the_checkpoint(tmp_path, t
 
 def test_bad_input_never_touches_an_existing_checkpoint(trained, text_file):
     out, blob = trained
-    for args in (["--n_layr=1"], ["--n_embd=31"], ["--input=/no/such/file"], ["--prompt=§"]):
+    for args in (["--n_layr=1"], ["--n_embd=31"], ["--input=/no/such/file"], ["--dropout=2"]):
         result = run(f"--out_dir={out}", f"--input={text_file}", "--init_from=scratch", *args)  # the last --input wins
         assert_clean_error(result)
         assert (out / "ckpt.pt").read_bytes() == blob
@@ -386,16 +376,6 @@ def test_loss_turning_nan_stops_and_keeps_the_last_good_checkpoint(tmp_path, tex
     assert_clean_error(result, "loss became nan by step 10", "lower --learning_rate", "keeps the last evaluation's")
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)  # saved at step 0, before it diverged
     assert ckpt["step"] == 0 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
-
-
-def test_a_nan_on_mps_suggests_the_cpu_and_a_finite_loss_passes(capsys):
-    with pytest.raises(SystemExit):
-        gpt.check_finite(float("nan"), 7, gpt.Config(device="mps"))
-    assert "try --device=cpu" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        gpt.check_finite(float("inf"), 7, gpt.Config(device="cpu"))
-    assert "--device=cpu" not in capsys.readouterr().err
-    gpt.check_finite(2.5, 7, gpt.Config(device="mps"))
 
 
 def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, text_file):
@@ -418,31 +398,52 @@ def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, text_file):
     assert resumed.returncode == 0 and f"step {ckpt['step'] + 5:5d}" in resumed.stdout, resumed.stderr
 
 
-# ----------------------------------------------------------------------------- the time budget
+# ----------------------------------------------------------------------------- the schedule and the time budget
 
 
-def test_the_schedule_warms_up_then_decays_to_min_lr_at_max_iters():
-    cfg = gpt.Config(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, max_iters=110)
-    assert gpt.lr_at(0, cfg) == pytest.approx(1e-4) and gpt.lr_at(9, cfg) == pytest.approx(1e-3)
-    assert gpt.lr_at(60, cfg) == pytest.approx((1e-3 + 1e-4) / 2)  # half way down the cosine
-    assert gpt.lr_at(110, cfg) == pytest.approx(1e-4) and gpt.lr_at(500, cfg) == pytest.approx(1e-4)
-    lrs = [gpt.lr_at(step, cfg) for step in range(10, 111)]
-    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+def step_schedule(step, cfg):
+    """The oracle: the step-counted schedule as gpt.py had it before the time budget, written out again."""
+    if step < cfg.warmup_iters:
+        return cfg.learning_rate * (step + 1) / cfg.warmup_iters
+    ratio = min(1.0, (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters))
+    return cfg.min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
+
+
+def test_without_a_budget_the_schedule_is_the_step_schedule_whatever_the_clock():
+    cfg = gpt.Config(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, max_iters=110, max_time=0)
+    for step in range(0, 130):
+        for seconds in (0.0, 1.0, 1e6):  # no budget: the seconds never count
+            assert gpt.lr_at(step, seconds, cfg) == pytest.approx(step_schedule(step, cfg), rel=1e-12), step
+    assert gpt.lr_at(0, 0, cfg) == pytest.approx(1e-4) and gpt.lr_at(9, 0, cfg) == pytest.approx(1e-3)
+    assert gpt.lr_at(60, 0, cfg) == pytest.approx((1e-3 + 1e-4) / 2)  # half way down the cosine
+    assert gpt.progress(110, 0, cfg) == 1 and gpt.lr_at(110, 0, cfg) == pytest.approx(1e-4)
+
+
+def test_with_a_budget_progress_is_the_larger_share_of_steps_or_seconds():
+    cfg = gpt.Config(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, max_iters=1010, max_time=100)
+    assert gpt.progress(510, 10, cfg) == pytest.approx(0.5)  # steps ahead of the clock
+    assert gpt.progress(20, 50, cfg) == pytest.approx(0.5)  # the clock ahead of the steps
+    assert gpt.progress(20, 150, cfg) == 1 and gpt.lr_at(20, 150, cfg) == pytest.approx(1e-4)
+    assert gpt.lr_at(5, 99, cfg) == pytest.approx(6e-4)  # the warm-up counts steps, not seconds
+    lrs = [gpt.lr_at(10, seconds, cfg) for seconds in range(0, 101)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:])) and lrs[-1] == pytest.approx(1e-4)
 
 
 class FakeClock:
-    """time.perf_counter for gpt.py, on which only training steps and evaluations take time: an
-    evaluation eval_time per batch of each split, as many as the config it is given asks for."""
+    """time.perf_counter for gpt.py, on which only training steps and evaluations take time: a step step_time,
+    an evaluation eval_time per batch, as many batches as the config it is given asks for. It records each step's
+    learning rate and each evaluation's batch count."""
 
     def __init__(self, monkeypatch, step_time, eval_time):
         self.now, self.step_time, self.eval_time = 1000.0, step_time, eval_time
-        self.batches = []  # eval_iters of each evaluation, in order
+        self.batches, self.lrs = [], []
         monkeypatch.setattr(gpt.time, "perf_counter", lambda: self.now)
         train_step, estimate_loss = gpt.train_step, gpt.estimate_loss
 
-        def timed_step(*args):
+        def timed_step(model, optimizer, scaler, splits, cfg, lr):
             self.now += self.step_time
-            return train_step(*args)
+            self.lrs.append(lr)
+            return train_step(model, optimizer, scaler, splits, cfg, lr)
 
         def timed_evaluation(model, splits, cfg, ctx):
             self.now += self.eval_time * cfg.eval_iters
@@ -454,97 +455,101 @@ class FakeClock:
 
 
 BUDGET_FLAGS = [f for f in TINY_FLAGS if not f.startswith(("--max_iters", "--warmup_iters", "--eval_interval", "--max_time"))]
+BUDGET = ["--warmup_iters=10", "--eval_interval=20", "--eval_iters=10", "--max_iters=100000", "--max_time=30"]
 
 
-def test_a_budgeted_run_uses_its_time_and_the_printed_flag_repeats_it(tmp_path, text_file, monkeypatch, capsys):
-    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.5)
-    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20"]
-    budgeted = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path / 'a'}"])
-    spent = clock.now - 1000  # on the fake clock: all of main(), as --max_time counts it
+def test_a_budgeted_run_stops_within_one_step_of_max_time_at_min_lr(tmp_path, text_file, monkeypatch, capsys):
+    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.01)  # an evaluation during training: 0.2 s
+    result = gpt.main([f"--input={text_file}", *BUDGET_FLAGS, *BUDGET, f"--out_dir={tmp_path}"])
+    history, cfg = result["history"], result["config"]
+    steps, seconds = history["step"][-1], history["seconds"][-1]  # when training stopped
+    assert 30 <= seconds <= 30 + 0.05 + 0.2, seconds  # stopped at the first step past max_time
+    assert len(clock.lrs) == steps and 500 < steps < 600  # 30 s of 0.05-s steps, less the evaluations
+    assert gpt.progress(steps, seconds, cfg) == 1
+    assert clock.lrs[-1] == pytest.approx(cfg.min_lr, rel=1e-3)  # the cosine ended at min_lr
+    assert max(clock.lrs) == pytest.approx(cfg.learning_rate)
+    assert clock.batches[-1] == 10 and set(clock.batches[:-1]) == {2}  # the last evaluation: all the batches
     out = capsys.readouterr().out
-    steps = budgeted["config"].max_iters
-    assert 20 < steps < 1000 and f"repeat this run with --max_iters={steps} --max_time=0" in out
-    assert "time budget: stopping" not in out
-    assert 0.95 * 30 <= spent <= 30, spent  # the final evaluation is counted once, not twice
-    ckpt = torch.load(tmp_path / "a" / "ckpt.pt", weights_only=True)
-    assert ckpt["config"]["max_iters"] == steps and ckpt["config"]["max_time"] == 30  # both recorded
-    repeat = gpt.main([*flags, f"--max_iters={steps}", "--max_time=0", f"--out_dir={tmp_path / 'b'}"])
-    assert repeat["history"] == budgeted["history"]
+    assert f"trained {steps} steps in 30 s (--max_iters={steps} --max_time=0 trains as many by count)" in out
+    repeat = gpt.main([f"--input={text_file}", *BUDGET_FLAGS, *BUDGET[:3], f"--max_iters={steps}", "--max_time=0",
+                       f"--out_dir={tmp_path / 'count'}"])
+    assert repeat["history"]["step"][-1] == steps  # as many by count
+
+
+def test_a_machine_that_slows_down_tenfold_still_stops_on_time(tmp_path, text_file, monkeypatch):
+    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.01)
+    lr_at = gpt.lr_at
+
+    def slower_after_step_100(step, seconds, cfg):
+        if step == 100:
+            clock.step_time = 0.5  # ten times slower, a third of the way in
+        return lr_at(step, seconds, cfg)
+
+    monkeypatch.setattr(gpt, "lr_at", slower_after_step_100)
+    result = gpt.main([f"--input={text_file}", *BUDGET_FLAGS, *BUDGET, f"--out_dir={tmp_path}"])
+    history, cfg = result["history"], result["config"]
+    assert 30 <= history["seconds"][-1] <= 30 + 0.5 + 0.2
+    assert 100 < history["step"][-1] < 160  # fewer steps, the same budget
+    assert clock.lrs[-1] == pytest.approx(cfg.min_lr, rel=1e-2)  # and the schedule still ended at min_lr
+
+
+def interrupted_at(step_to_stop, monkeypatch, flags):
+    """Run gpt.main with flags and press Ctrl-C (a KeyboardInterrupt) before the step step_to_stop."""
+    lr_at = gpt.lr_at
+
+    def lr_at_pressing_ctrl_c(step, seconds, cfg):
+        if step == step_to_stop:
+            raise KeyboardInterrupt
+        return lr_at(step, seconds, cfg)
+
+    monkeypatch.setattr(gpt, "lr_at", lr_at_pressing_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        gpt.main(flags)
+    monkeypatch.setattr(gpt, "lr_at", lr_at)
+
+
+def test_a_resumed_budgeted_run_goes_on_from_its_saved_seconds(tmp_path, text_file, monkeypatch):
+    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.01)
+    flags = [f"--input={text_file}", *BUDGET_FLAGS, *BUDGET, f"--out_dir={tmp_path}"]
+    interrupted_at(250, monkeypatch, flags)
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert saved["step"] == 240 and 12 < saved["history"]["seconds"][-1] < 13  # steps and evaluations to step 240
+    clock.lrs = []
+    resumed = gpt.main([*flags, "--init_from=resume"])  # the same budget, the clock going on from 12.x s
+    history = resumed["history"]
+    assert resumed["config"].max_time == 30 and history["step"][:13] == saved["history"]["step"]
+    assert 30 <= history["seconds"][-1] <= 30 + 0.05 + 0.2
+    assert len(clock.lrs) < 0.6 * history["step"][-1]  # only the steps that the saved seconds left
+    assert clock.lrs[-1] == pytest.approx(resumed["config"].min_lr, rel=1e-3)
+
+
+def test_max_iters_given_on_resume_turns_the_budget_off(tmp_path, text_file, monkeypatch):
+    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.01)
+    flags = [f"--input={text_file}", *BUDGET_FLAGS, *BUDGET, f"--out_dir={tmp_path}"]
+    interrupted_at(250, monkeypatch, flags)
+    clock.step_time = 1.0  # 1,000 steps would take far longer than the budget
+    more = gpt.main([f"--out_dir={tmp_path}", "--init_from=resume", "--max_iters=1240"])  # the saved --max_time=30
+    assert more["config"].max_time == 0 and more["history"]["step"][-1] == 1240
+    assert clock.lrs[-1] == pytest.approx(gpt.lr_at(1239, 0.0, more["config"]))  # the step schedule to 1,240
 
 
 def test_evaluations_during_training_use_a_fifth_of_the_batches_the_last_all(tmp_path, text_file, monkeypatch):
     clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.1)
     flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20", "--eval_iters=10"]
-    budgeted = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path / 'a'}"])
-    assert len(clock.batches) >= 3 and clock.batches[:-1] == [2] * (len(clock.batches) - 1) and clock.batches[-1] == 10
-    assert 0.95 * 30 <= clock.now - 1000 <= 30  # the plan knew the last evaluation costs five of the others
-    clock.batches = []
-    gpt.main([*flags, "--max_iters=45", "--max_time=0", f"--out_dir={tmp_path / 'b'}"])
+    gpt.main([*flags, "--max_iters=45", "--max_time=0", f"--out_dir={tmp_path}"])
     assert clock.batches == [2, 2, 2, 10]  # steps 0, 20, 40, and the last at 45
-    assert budgeted["history"]["step"][-1] == budgeted["config"].max_iters
 
 
 def test_progress_lines_come_every_10_seconds_between_evaluations(tmp_path, text_file, monkeypatch, capsys):
-    FakeClock(monkeypatch, step_time=1.5, eval_time=2.5)  # a line about every 7 steps; the last eval 5 s
+    FakeClock(monkeypatch, step_time=1.5, eval_time=2.5)  # a line about every 7 steps
     gpt.main([f"--input={text_file}", *BUDGET_FLAGS, "--max_iters=60", "--eval_interval=1000", "--max_time=0",
               f"--out_dir={tmp_path}"])
-    seconds = [int(line.split("|")[-1].split()[0]) for line in capsys.readouterr().out.splitlines()
-               if line.startswith("step")]
+    lines = [line for line in capsys.readouterr().out.splitlines() if re.match(r"step +\d+ \| loss", line)]
+    seconds = [int(line.split("|")[-1].split()[0]) for line in lines]
     gaps = [b - a for a, b in zip(seconds, seconds[1:])]
-    assert len(seconds) >= 4 and all(gap <= 12 for gap in gaps), seconds
-
-
-def test_a_resumed_budgeted_run_keeps_its_plan(tmp_path, text_file, monkeypatch, capsys):
-    """Resumed after the plan: the same step count, no new budget. --max_iters on resume: that count, no budget."""
-    FakeClock(monkeypatch, step_time=0.05, eval_time=0.5)
-    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20", f"--out_dir={tmp_path}"]
-    planned = gpt.main([*flags, "--max_time=30", "--max_iters=1000"])["config"].max_iters
-    capsys.readouterr()
-    resumed = gpt.main([*flags, "--init_from=resume"])
-    assert resumed["config"].max_iters == planned and resumed["config"].max_time == 0
-    more = gpt.main([*flags, "--init_from=resume", f"--max_iters={planned + 25}"])
-    assert more["history"]["step"][-1] == planned + 25 and more["config"].max_time == 0
-    assert "budget:" not in capsys.readouterr().out
-
-
-def test_a_run_stopped_in_its_warm_up_plans_when_resumed(tmp_path, text_file, monkeypatch, capsys):
-    FakeClock(monkeypatch, step_time=0.05, eval_time=0.5)
-    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=40", "--eval_interval=20", f"--out_dir={tmp_path}"]
-    lr_at = gpt.lr_at
-
-    def lr_at_pressing_ctrl_c(step, cfg):
-        if step == 25:
-            raise KeyboardInterrupt
-        return lr_at(step, cfg)
-
-    monkeypatch.setattr(gpt, "lr_at", lr_at_pressing_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        gpt.main([*flags, "--max_time=30", "--max_iters=1000"])
-    monkeypatch.setattr(gpt, "lr_at", lr_at)
-    assert "budget:" not in capsys.readouterr().out  # stopped at step 25, before the plan at step 40
-    resumed = gpt.main([*flags, "--init_from=resume"])  # the saved --max_time=30, a fresh clock
-    assert "budget:" in capsys.readouterr().out
-    assert resumed["config"].max_time == 30 and 40 < resumed["config"].max_iters < 1000
-
-
-def test_the_backstop_stops_a_run_that_slows_down(tmp_path, text_file, monkeypatch, capsys):
-    clock = FakeClock(monkeypatch, step_time=0.05, eval_time=0.5)
-    lr_at = gpt.lr_at
-
-    def slower_after_step_30(step, cfg):
-        if step == 30:
-            clock.step_time = 0.5  # the machine becomes 10x slower after the plan was made
-        return lr_at(step, cfg)
-
-    monkeypatch.setattr(gpt, "lr_at", slower_after_step_30)
-    flags = [f"--input={text_file}", *BUDGET_FLAGS, "--warmup_iters=10", "--eval_interval=20"]
-    result = gpt.main([*flags, "--max_time=30", "--max_iters=1000", f"--out_dir={tmp_path}"])
-    out = capsys.readouterr().out
-    planned = int(out.split("repeat this run with --max_iters=")[1].split()[0])
-    last = result["history"]["step"][-1]
-    assert f"time budget: stopping at step {last} of {planned}" in out and 30 < last < planned
-    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == last
-    assert clock.now - 1000 <= 30  # ended within the budget
+    assert len(seconds) >= 4 and all(10 <= gap <= 12 for gap in gaps), seconds
+    tokens_per_s = float(lines[1].split("|")[2].split()[0].replace(",", ""))
+    assert tokens_per_s == pytest.approx(4 * 8 / 1.5, abs=0.5)  # batch 4 x context 8 per 1.5-s step, printed as an int
 
 
 # ----------------------------------------------------------------------------- precision and compile
@@ -584,8 +589,9 @@ def test_a_compiled_models_checkpoint_loads_into_a_plain_model_and_back(tmp_path
     optimizer = gpt.make_optimizer(model, cfg)
     path = str(tmp_path / "ckpt.pt")
     scaler = torch.amp.GradScaler("cpu", enabled=False)
-    gpt.save_checkpoint(path, compiled, optimizer, scaler, cfg, list("abcdefghijk"), 0,
-                        {"step": [], "train": [], "val": []})
+    cfg = dataclasses.replace(cfg, out_dir=str(tmp_path))
+    gpt.save_checkpoint(compiled, optimizer, scaler, cfg, list("abcdefghijk"),
+                        {"step": [0], "seconds": [0.0], "train": [2.4], "val": [2.5]})
     saved = gpt.load_checkpoint(path)["model"]
     assert not [key for key in saved if key.startswith("_orig_mod")]
     plain = gpt.GPT(cfg)

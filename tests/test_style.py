@@ -1,4 +1,5 @@
-"""gpt.py as a text for learners: the lecture part fits its budget, lines fit a screen, no walrus."""
+"""gpt.py as a text for learners: the lecture part and the whole file fit their budgets, lines fit a screen, one
+statement per line, no walrus, and no definition of the machinery longer than GPT; sample.py within 90 lines."""
 import ast
 import os
 import re
@@ -6,30 +7,53 @@ import re
 from conftest import ROOT
 
 GPT_PY = os.path.join(ROOT, "gpt.py")
+MACHINERY = re.compile(r"^# =+ the machinery")  # the one marked line after the sampling section
 
 
-def lines():
-    with open(GPT_PY, encoding="utf-8") as f:
+def lines(path=GPT_PY):
+    with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
 
 
-def test_the_lecture_part_ends_with_sampling_within_280_lines():
-    """Top through the sampling section: the section header after sampling is the first machinery line."""
-    headers = [(number, line) for number, line in enumerate(lines(), start=1) if re.match(r"^# -{3,} ", line)]
-    names = [line.split()[-1] for _, line in headers]
-    assert names[:5] == ["hyperparameters", "data", "model", "training", "sampling"], names
-    first_machinery_line = headers[5][0]
-    assert first_machinery_line - 1 <= 280, first_machinery_line - 1
+def machinery_starts():
+    """The number of gpt.py's marked line: the first line after the lecture part."""
+    marked = [number for number, line in enumerate(lines(), start=1) if MACHINERY.match(line)]
+    assert len(marked) == 1, marked
+    return marked[0]
 
 
-def test_every_line_within_100_columns_and_no_walrus():
-    long = [number for number, line in enumerate(lines(), start=1) if len(line) > 100]
-    assert not long, f"gpt.py lines over 100 columns: {long}"
+def test_the_lecture_part_ends_with_sampling_within_275_lines_and_the_file_within_480():
+    headers = [line.split()[-1] for line in lines()[: machinery_starts()] if re.match(r"^# -{3,} ", line)]
+    assert headers == ["hyperparameters", "data", "model", "training", "sampling"], headers
+    assert machinery_starts() - 1 <= 275, machinery_starts() - 1
+    assert len(lines()) <= 480, len(lines())
+
+
+def test_no_definition_in_the_machinery_is_longer_than_gpt():
     tree = ast.parse("\n".join(lines()))
-    assert not [node for node in ast.walk(tree) if isinstance(node, ast.NamedExpr)]
+    sizes = {node.name: node.end_lineno - node.lineno + 1 for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    starts = {node.name: node.lineno for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    longer = {name: size for name, size in sizes.items() if starts[name] > machinery_starts() and size > sizes["GPT"]}
+    assert not longer, f"longer than GPT ({sizes['GPT']} lines): {longer}"
 
 
-def test_bigram_py_within_100_columns():
-    with open(os.path.join(ROOT, "bigram.py"), encoding="utf-8") as f:
-        long = [number for number, line in enumerate(f, start=1) if len(line.rstrip("\n")) > 100]
-    assert not long, f"bigram.py lines over 100 columns: {long}"
+def one_statement_a_line(path):
+    """Line numbers that start two statements, and the uses of ';' and the walrus."""
+    tree = ast.parse("\n".join(lines(path)))
+    starts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+    shared = sorted({n for n in starts if starts.count(n) > 1})
+    walrus = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.NamedExpr)]
+    return shared, walrus
+
+
+def test_every_line_within_100_columns_one_statement_each_and_no_walrus():
+    for path in (GPT_PY, os.path.join(ROOT, "sample.py"), os.path.join(ROOT, "bigram.py")):
+        long = [number for number, line in enumerate(lines(path), start=1) if len(line) > 100]
+        assert not long, f"{path}: lines over 100 columns: {long}"
+        shared, walrus = one_statement_a_line(path)
+        assert not shared and not walrus, f"{path}: two statements on lines {shared}, walrus on {walrus}"
+
+
+def test_sample_py_within_90_lines():
+    assert len(lines(os.path.join(ROOT, "sample.py"))) <= 90
