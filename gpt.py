@@ -47,13 +47,14 @@ class Config:
     compile: bool = flag(False, "compile the model with torch.compile (faster on GPUs)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
-# Without CUDA, a model that trains in 10 minutes, narrower in float32 (benchmarks/laptop_sweep.md)
-PRESETS = {
+PRESETS = {  # without CUDA: models that train in 10 minutes (benchmarks/laptop_sweep.md: why)
     "lecture": {},
-    "laptop": dict(batch_size=32, block_size=128, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   max_time=580.0, learning_rate=1e-3, min_lr=1e-4, eval_iters=50),
+    "laptop": dict(batch_size=16, block_size=256, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
+                   weight_decay=0.5, learning_rate=1e-3, min_lr=1e-4, eval_iters=50,
+                   max_time=580.0),
 }
-PRESETS["laptop_float32"] = dict(PRESETS["laptop"], n_embd=192, learning_rate=2e-3, min_lr=2e-4)
+PRESETS["laptop_float32"] = dict(PRESETS["laptop"], batch_size=32, block_size=128, weight_decay=0.1,
+                                 n_embd=192, learning_rate=2e-3, min_lr=2e-4)
 
 # ------------------------------------------------------------------------------------------ data
 class CharTokenizer:
@@ -343,8 +344,7 @@ def pick_hardware(device_flag, dtype_flag):
     present = [torch.cuda.is_available(), torch.backends.mps.is_available(), True]
     found = [name for name, ok in zip(("cuda", "mps", "cpu"), present) if ok]  # best first
     if device_flag not in ("auto", *found):
-        fail(f"--device={device_flag} but PyTorch finds no {device_flag.upper()} device here; "
-             "use --device=auto or --device=cpu")
+        fail(f"--device={device_flag}: PyTorch finds no such device here; use auto or cpu")
     device = found[0] if device_flag == "auto" else device_flag
     if dtype_flag != "auto":
         return device, dtype_flag, "--dtype"
