@@ -1,6 +1,6 @@
 """The notebooks: each runs top to bottom in smoke mode, cells marked `# same as FILE` still match FILE, a
 cell that defines one of gpt.py's names says whether it is gpt.py's, and every piece of gpt.py's model and
-training code is in a marked cell of some notebook."""
+training code is in a marked cell of some notebook, and the README's table quotes what the notebooks print."""
 import ast
 import glob
 import json
@@ -117,40 +117,36 @@ def test_gpt_py_model_and_training_code_is_in_marked_cells():
     assert not missing, f"no notebook has a '{SAME_AS_GPT}' cell defining {missing}"
 
 
-def running_table_rows(path):
-    """The rows of the running results table in a notebook's saved outputs:
-    {(notebook, model): (val loss, wall time)}, read by the table's own header."""
+def saved_output_text(path):
+    """Everything a notebook's saved code cells printed or displayed as text."""
     with open(path, encoding="utf-8") as f:
         cells = json.load(f)["cells"]
-    rows = {}
+    parts = []
     for cell in cells:
         for output in cell.get("outputs", []):
-            lines = "".join(output.get("text", "")).splitlines()
-            header = [line for line in lines if line.startswith("| notebook |")]
-            if not header:
-                continue
-            columns = [c.strip() for c in header[0].strip("|").split("|")]
-            val = next(i for i, c in enumerate(columns) if c.startswith("val loss"))
-            wall = columns.index("wall time")
-            for line in lines:
-                cells_of_row = [c.strip() for c in line.strip("|").split("|")]
-                if re.fullmatch(r"\d\d", cells_of_row[0]) and len(cells_of_row) == len(columns):
-                    rows[cells_of_row[0], cells_of_row[1]] = (cells_of_row[val], cells_of_row[wall])
+            parts.append("".join(output.get("text", "")))
+            parts.append("".join(output.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def readme_notebook_rows():
+    """The README's notebook table: {notebook file name: the val-loss column's text}."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    rows = {}
+    for line in lines:
+        match = re.match(r"^\| \[\w+\]\(notebooks/(\w+\.ipynb)\) \|.*\| ([^|]*) \|$", line)
+        if match:
+            rows[match.group(1)] = match.group(2)
     return rows
 
 
-def test_copied_rows_of_the_running_tables_match_their_notebooks():
-    """A row that notebook N copies from notebook M says what M's own saved table says."""
-    tables = {os.path.basename(path)[:2]: running_table_rows(path) for path in NOTEBOOKS}
-    assert sum(len(rows) for rows in tables.values()) >= 20, "no running tables found in the outputs"
-    stale = []
-    for nb_id, rows in tables.items():
-        for (source, model), copied in rows.items():
-            if source == nb_id:
-                continue
-            own = tables.get(source, {}).get((source, model))
-            if own is None:
-                stale.append(f"{nb_id} copies ({source}, {model!r}), which notebook {source} does not print")
-            elif own != copied:
-                stale.append(f"{nb_id} has ({source}, {model!r}) as {copied}, notebook {source} as {own}")
-    assert not stale, "copied rows out of date: " + "; ".join(stale)
+def test_readme_quotes_the_val_losses_the_notebooks_print():
+    """Each val loss the README's table gives for a notebook (a number like 2.4897) is in its saved outputs."""
+    rows = readme_notebook_rows()
+    assert sorted(rows) == [os.path.basename(path) for path in NOTEBOOKS], "README's notebook table is incomplete"
+    missing = []
+    for name, column in rows.items():
+        printed = saved_output_text(os.path.join(ROOT, "notebooks", name))
+        missing += [f"{name}: {number}" for number in re.findall(r"\d\.\d{4}", column) if number not in printed]
+    assert not missing, "README quotes val losses its notebooks do not print: " + "; ".join(missing)
