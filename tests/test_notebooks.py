@@ -150,3 +150,23 @@ def test_readme_quotes_the_val_losses_the_notebooks_print():
         printed = saved_output_text(os.path.join(ROOT, "notebooks", name))
         missing += [f"{name}: {number}" for number in re.findall(r"\d\.\d{4}", column) if number not in printed]
     assert not missing, "README quotes val losses its notebooks do not print: " + "; ".join(missing)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_prose_is_at_most_3000_words(path):
+    """STYLE.md 11: at most 3,000 words of markdown a notebook (whitespace-separated, as `wc -w` counts)."""
+    with open(path, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    words = sum(len("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    assert words <= 3000, f"{os.path.basename(path)} has {words} words of markdown"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_saved_outputs_hold_no_error_and_no_machine_path(path):
+    """The committed outputs name no folder of the machine they ran on and hold no error."""
+    with open(path, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    errors = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors, f"{os.path.basename(path)} was saved with an error"
+    paths = re.findall(r"(?:/work|/tmp|/home|/root|/Users|/content)/\S*", saved_output_text(path))
+    assert not paths, f"{os.path.basename(path)} prints machine paths: {paths[:3]}"
