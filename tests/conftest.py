@@ -1,6 +1,7 @@
-"""Shared fixtures: the repository on sys.path, the real data, and tiny configs for fast tests."""
+"""Shared fixtures: the repository on sys.path, the real data, and tiny configs for fast tests; one thread; and
+the switch that runs the suite as on a CPU without native bfloat16."""
 import os
-import shutil
+import runpy
 import sys
 
 import pytest
@@ -12,22 +13,23 @@ import torch  # noqa: E402  (after OMP_NUM_THREADS, which torch reads when it lo
 
 torch.set_num_threads(1)
 
+# `GPT_TEST_CPU_BF16=absent python -m pytest` runs the suite as on a CPU without native bfloat16 (AVX2 only):
+# this process and every Python it starts (gpt.py runs, torchrun ranks, notebook kernels) import
+# tests/without_bf16/sitecustomize.py, which makes torch report neither AVX512-BF16 nor AMX.
+if os.environ.get("GPT_TEST_CPU_BF16") == "absent":
+    WITHOUT_BF16 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "without_bf16")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [WITHOUT_BF16, os.environ.get("PYTHONPATH")]))
+    runpy.run_path(os.path.join(WITHOUT_BF16, "sitecustomize.py"))  # and this process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-SHARED_DATA = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 
 
 @pytest.fixture(scope="session")
 def shakespeare_path():
-    """input.txt at the repository root (copied from ../shared/data when missing); CI fails without it."""
+    """Tiny Shakespeare as the repository ships it: input.txt at its root."""
     path = os.path.join(ROOT, "input.txt")
-    if not os.path.exists(path) and os.path.exists(SHARED_DATA):
-        shutil.copyfile(SHARED_DATA, path)
-    if not os.path.exists(path):
-        message = f"Tiny Shakespeare not found at {path} or {SHARED_DATA}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    assert os.path.exists(path), f"{path} is missing: the repository ships it (git checkout input.txt)"
     return path
 
 

@@ -1,4 +1,5 @@
-"""Fetching Tiny Shakespeare, against an HTTP server on 127.0.0.1 (no outside network needed)."""
+"""Tiny Shakespeare: the repository ships it as input.txt; fetching it, for a gpt.py used alone, against an HTTP
+server on 127.0.0.1 (no outside network needed)."""
 import hashlib
 import http.server
 import os
@@ -121,3 +122,14 @@ def test_missing_default_data_is_downloaded_beside_the_script(tmp_path, shakespe
     assert result.returncode == 0, result.stderr
     assert "downloading Tiny Shakespeare" in result.stdout
     assert (home / "input.txt").read_bytes() == open(shakespeare_path, "rb").read()
+
+
+def test_the_repository_ships_tiny_shakespeare_byte_for_byte(shakespeare_path):
+    """input.txt is committed (a fresh clone trains offline) and is the file gpt.py's download would check."""
+    with open(shakespeare_path, "rb") as f:
+        data = f.read()
+    assert hashlib.sha256(data).hexdigest() == gpt.DATA_SHA256
+    assert len(data.decode("utf-8")) == 1_115_394 and len(set(data.decode("utf-8"))) == 65
+    if os.path.isdir(os.path.join(ROOT, ".git")):  # a clone, as CI's: git itself lists the file
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "input.txt"], cwd=ROOT, capture_output=True)
+        assert tracked.returncode == 0, tracked.stderr
