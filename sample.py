@@ -11,11 +11,15 @@ from torch.nn import functional as F
 
 import gpt
 
-def count(text):
-    """A flag's whole number of 0 or more."""
-    if int(text) < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+def count(text, least=0):
+    """A flag's whole number of `least` or more."""
+    if int(text) < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, got {text}")
     return int(text)
+
+def positive(text):
+    """A flag's whole number of 1 or more: no sample, or no new character, makes no text."""
+    return count(text, least=1)
 
 def number(text):
     """A flag's real number: finite and 0 or more."""
@@ -30,8 +34,8 @@ def parse_args(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out_dir", default="out", help="the folder of gpt.py's ckpt.pt (out)")
     parser.add_argument("--prompt", default="\n", help="the samples' first characters (a newline)")
-    parser.add_argument("--num_samples", type=count, default=1, help="how many samples (1)")
-    parser.add_argument("--max_new_tokens", type=count, default=500, help="characters each (500)")
+    parser.add_argument("--num_samples", type=positive, default=1, help="how many samples (1)")
+    parser.add_argument("--max_new_tokens", type=positive, default=500, help="new characters (500)")
     parser.add_argument("--temperature", type=number, default=1.0, help="0: greedy (1)")
     parser.add_argument("--top_k", type=count, default=0, help="0 by default: every character")
     parser.add_argument("--seed", type=count, default=1337, help="random seed (1337)")

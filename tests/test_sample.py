@@ -78,6 +78,9 @@ def test_a_missing_or_corrupt_checkpoint_is_one_line(tmp_path, out_dir):
 
 
 @pytest.mark.parametrize("flag,phrase", [("--temperature=-1", "--temperature"), ("--temperature=nan", "finite"),
-                                         ("--top_k=-2", "--top_k"), ("--num_sample=2", "unrecognized")])
+                                         ("--top_k=-2", "--top_k"), ("--num_sample=2", "unrecognized"),
+                                         ("--num_samples=0", "--num_samples: must be 1 or more, got 0"),
+                                         ("--max_new_tokens=0", "--max_new_tokens: must be 1 or more, got 0"),
+                                         ("--num_samples=-1", "--num_samples: must be 1 or more, got -1")])
 def test_bad_flags_are_one_line(flag, phrase, out_dir):
     assert_clean_error(run_sample(f"--out_dir={out_dir}", flag), phrase)
