@@ -1,11 +1,8 @@
-"""
-A character-level GPT in one file: `python gpt.py` trains a decoder-only transformer on a text and
-writes more like it (`--help` lists the flags; sample.py samples again from the saved model). The
-defaults: the model of Karpathy's lecture "Let's build GPT" with a modern training recipe (README:
-each difference); without a CUDA GPU, a smaller model that trains in 10 minutes. The lecture, from
-hyperparameters to sampling, takes at most 275 lines; below the marked line come about 200 lines of
-command line, hardware, checkpoints and errors that a learner may skip. Shapes: B batch, T time,
-C channels, V vocabulary, nh heads, hs = C // nh head size.
+"""A character-level GPT in one file: `python gpt.py` trains a decoder-only transformer on a text
+and writes more like it; `--help` lists the flags, sample.py samples the saved model again. The
+defaults: the model of Karpathy's lecture "Let's build GPT" with a modern training recipe (README);
+without a CUDA GPU, a smaller model that trains in 10 minutes. The lecture ends at the marked line,
+the rest a learner may skip. Shapes: B batch, T time, C channels, V vocab, nh heads, hs = C // nh.
 """
 import argparse, dataclasses, math, os, sys, time
 
@@ -21,7 +18,7 @@ def flag(default, help, choices=None):
 @dataclasses.dataclass
 class Config:
     """Every hyperparameter: the lecture's model, changed by a preset, then by the flags given."""
-    input: str = flag("input.txt", "training text (UTF-8); input.txt beside gpt.py is downloaded")
+    input: str = flag("input.txt", "training text (UTF-8); the default is fetched if missing")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
     preset: str = flag("auto", "auto: by hardware", ("auto", "lecture", "laptop", "laptop_float32"))
     init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
@@ -33,7 +30,7 @@ class Config:
     vocab_size: int = 65  # distinct characters: set from the text, not a flag
     batch_size: int = flag(64, "independent sequences per step")
     max_iters: int = flag(5000, "optimizer steps in total (with --max_time: at most)")
-    max_time: float = flag(0.0, "seconds of training, evaluations included (0: no time limit)")
+    max_time: float = flag(0.0, "seconds for training, evaluations and sample (0: no limit)")
     learning_rate: float = flag(3e-4, "peak learning rate, reached after the warm-up")
     min_lr: float = flag(3e-5, "learning rate at the end of the cosine decay")
     warmup_iters: int = flag(100, "steps of linear warm-up from 0 to learning_rate")
@@ -50,11 +47,10 @@ class Config:
 PRESETS = {  # without CUDA: models that train in 10 minutes (benchmarks/laptop_sweep.md: why)
     "lecture": {},
     "laptop": dict(batch_size=16, block_size=256, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   weight_decay=0.5, learning_rate=1e-3, min_lr=1e-4, eval_iters=50,
-                   max_time=580.0),
+                   weight_decay=0.5, learning_rate=1e-3, min_lr=1e-4, eval_iters=50, max_time=585),
 }
-PRESETS["laptop_float32"] = dict(PRESETS["laptop"], batch_size=32, block_size=128, weight_decay=0.1,
-                                 n_embd=192, learning_rate=2e-3, min_lr=2e-4)
+PRESETS["laptop_float32"] = dict(PRESETS["laptop"], block_size=128, n_embd=128, learning_rate=2e-3,
+                                 min_lr=2e-4, max_iters=10000)
 
 # ------------------------------------------------------------------------------------------ data
 class CharTokenizer:
@@ -246,9 +242,10 @@ def train(model, optimizer, scaler, splits, cfg, vocab, history):
     step = history["step"][-1] if history["step"] else 0  # resumed: the checkpoint's step
     started = time.perf_counter() - (history["seconds"][-1] if history["step"] else 0.0)
     meter = Meter(cfg)  # a progress line every 10 s
+    after = 0.0  # seconds that the last evaluation and the sample will take, once measured
     while True:
         seconds = time.perf_counter() - started  # of training: evaluations and saves included
-        done = step >= cfg.max_iters or progress(step, seconds, cfg) >= 1
+        done = step >= cfg.max_iters or progress(step, seconds + after, cfg) >= 1
         if (done or step % cfg.eval_interval == 0) and step not in history["step"]:
             fewer = dataclasses.replace(cfg, eval_iters=max(1, cfg.eval_iters // 5))
             losses = estimate_loss(model, splits, cfg if done else fewer, autocast(cfg))
@@ -258,9 +255,12 @@ def train(model, optimizer, scaler, splits, cfg, vocab, history):
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
                   f"{seconds:.0f} s", flush=True)
             meter = Meter(cfg)  # its speed leaves the evaluation out
+            # max_time holds the last evaluation and the sample too (a character: 2 rows of a batch)
+            pace = (time.perf_counter() - started - seconds) / fewer.eval_iters  # s a batch a split
+            after = pace * (cfg.eval_iters + cfg.max_new_tokens / cfg.batch_size)
         if done:
             return history
-        loss = train_step(model, optimizer, scaler, splits, cfg, lr_at(step, seconds, cfg))
+        loss = train_step(model, optimizer, scaler, splits, cfg, lr_at(step, seconds + after, cfg))
         step += 1
         meter.add(loss, step, seconds)
 
@@ -465,6 +465,7 @@ def main(argv=None):
     steps = history["step"][-1]
     print(f"trained {steps} steps in {history['seconds'][-1]:.0f} s (--max_iters={steps} "
           "--max_time=0 trains as many by count)", flush=True)
+    torch.set_num_threads(1)  # one sequence: faster on one thread, and never held up by a busy core
     generated = sample(model, tokenizer, cfg)
     print(generated)
     return dict(model=model, config=cfg, history=history, sample=generated)
@@ -473,8 +474,7 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # Ctrl-C: ckpt.pt still holds the last evaluation's whole state
-        print("\ninterrupted; add --init_from=resume (and the same --out_dir) to go on from the "
-              "last evaluation", file=sys.stderr)
+        print("\ninterrupted: --init_from=resume goes on from the last evaluation", file=sys.stderr)
         raise SystemExit(130)
     except (OSError, UnicodeDecodeError) as e:  # a file that can't be read or written
         fail(f"{e}; check --input and --out_dir")
