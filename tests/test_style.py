@@ -1,5 +1,6 @@
 """gpt.py as a text for learners: the lecture part and the whole file fit their budgets, lines fit a screen, one
-statement per line, no walrus, and no definition of the machinery longer than GPT; sample.py within 90 lines."""
+statement per line, no walrus, and no definition of the machinery longer than GPT; sample.py within 90 lines;
+the README within 3,000 words."""
 import ast
 import os
 import re
@@ -57,3 +58,9 @@ def test_every_line_within_100_columns_one_statement_each_and_no_walrus():
 
 def test_sample_py_within_90_lines():
     assert len(lines(os.path.join(ROOT, "sample.py"))) <= 90
+
+
+def test_readme_within_3000_words_as_wc_counts_them():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        words = len(f.read().split())  # wc -w: runs of non-whitespace
+    assert words <= 3000, words
