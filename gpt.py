@@ -465,7 +465,7 @@ def main(argv=None):
     steps = history["step"][-1]
     print(f"trained {steps} steps in {history['seconds'][-1]:.0f} s (--max_iters={steps} "
           "--max_time=0 trains as many by count)", flush=True)
-    torch.set_num_threads(1)  # one sequence: faster on one thread, and never held up by a busy core
+    torch.set_num_threads(1)  # one sequence at a time: on one thread, never held up by a busy core
     generated = sample(model, tokenizer, cfg)
     print(generated)
     return dict(model=model, config=cfg, history=history, sample=generated)
