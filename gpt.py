@@ -255,8 +255,8 @@ def train(model, optimizer, scaler, splits, cfg, vocab, history):
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
                   f"{seconds:.0f} s", flush=True)
             meter = Meter(cfg)  # its speed leaves the evaluation out
-            # max_time holds the last evaluation and the sample too (a character: 2 rows of a batch)
-            pace = (time.perf_counter() - started - seconds) / fewer.eval_iters  # s a batch a split
+            # max_time holds the last evaluation and the sample too (a character ≈ 2 batch rows)
+            pace = (time.perf_counter() - started - seconds) / fewer.eval_iters  # s per batch pair
             after = pace * (cfg.eval_iters + cfg.max_new_tokens / cfg.batch_size)
         if done:
             return history
