@@ -1,7 +1,9 @@
 """The notebooks: each runs top to bottom in smoke mode, cells marked `# same as FILE` still match FILE, a
 cell that defines one of gpt.py's names says whether it is gpt.py's, and every piece of gpt.py's model and
-training code is in a marked cell of some notebook; the README's table quotes what the notebooks print; each
-notebook has at most 3,000 words of prose and saved outputs with no error and no machine path."""
+training code is in a marked cell of some notebook; notebook 02's comparison helper gives the intervals worked
+by hand, and the notebooks that judge by it hold marked copies of it; the README's table quotes what the
+notebooks print; each notebook has at most 3,000 words of prose and saved outputs with no error and no
+machine path."""
 import ast
 import glob
 import json
@@ -66,9 +68,12 @@ def test_marked_cells_match_their_source(path):
         source_file = os.path.join(ROOT, MARKER.match(cell).group(1))
         assert os.path.exists(source_file), f"{os.path.basename(path)} names {source_file}, which does not exist"
         body = normalise(cell)[1:]  # the code after the marker line
-        with open(source_file, encoding="utf-8") as f:
-            source = normalise(f.read())
-        found = any(source[i : i + len(body)] == body for i in range(len(source) - len(body) + 1))
+        if source_file.endswith(".ipynb"):  # a copy of a whole cell of another notebook, after its first line
+            found = any(normalise(other)[1:] == body for other in code_cells(source_file))
+        else:
+            with open(source_file, encoding="utf-8") as f:
+                source = normalise(f.read())
+            found = any(source[i : i + len(body)] == body for i in range(len(source) - len(body) + 1))
         assert body and found, f"a cell of {os.path.basename(path)} no longer matches {source_file}:\n{cell}"
 
 
@@ -171,3 +176,61 @@ def test_saved_outputs_hold_no_error_and_no_machine_path(path):
     assert not errors, f"{os.path.basename(path)} was saved with an error"
     paths = re.findall(r"(?:/work|/tmp|/home|/root|/Users|/content)/\S*", saved_output_text(path))
     assert not paths, f"{os.path.basename(path)} prints machine paths: {paths[:3]}"
+
+
+HELPER_HOME = os.path.join(ROOT, "notebooks", "02_bigram.ipynb")
+HELPER_COPY = "# same as notebooks/02_bigram.ipynb"
+USE_THE_HELPER = ["02", "03", "04", "05"]  # notebooks whose verdicts come from compare() (06-10: issue 35)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_the_comparison_helper_is_notebook_02s(path):
+    """compare() is defined in notebook 02's main text; a later notebook that uses it holds a marked copy."""
+    cells = code_cells(path)
+    defining = [cell for cell in cells if "compare" in defined_names(cell)]
+    uses = any(re.search(r"\bcompare\(", cell) for cell in cells)
+    if path == HELPER_HOME:
+        assert len(defining) == 1, "notebook 02 should define compare() in one cell"
+    elif uses or defining:
+        assert defining and all(cell.startswith(HELPER_COPY) for cell in defining), (
+            f"{os.path.basename(path)} uses compare() without a cell starting '{HELPER_COPY}'")
+
+
+@pytest.mark.parametrize("number", USE_THE_HELPER)
+def test_verdicts_come_from_the_helper(number):
+    (path,) = [p for p in NOTEBOOKS if os.path.basename(p).startswith(number + "_")]
+    assert any(re.search(r"\bcompare\(", cell) and "def compare" not in cell for cell in code_cells(path)), (
+        f"{os.path.basename(path)} never calls compare()")
+
+
+def helper_from_notebook_02():
+    (cell,) = [cell for cell in code_cells(HELPER_HOME) if "compare" in defined_names(cell)]
+    namespace = {}
+    exec(cell, namespace)
+    return namespace
+
+
+def test_compare_paired_interval_by_hand(capsys):
+    """Differences 2, 3, 4: mean 3, standard error 1/sqrt(3), t(2) = 4.30, so 3 -/+ 2.4826."""
+    compare = helper_from_notebook_02()["compare"]
+    mean, low, high, words = compare([12.0, 13.0, 14.0], [10.0, 10.0, 10.0], paired=True, names=("A", "B"))
+    assert (mean, low, high) == pytest.approx((3.0, 3.0 - 4.30 / 3 ** 0.5, 3.0 + 4.30 / 3 ** 0.5))
+    assert words == "B is lower by 3.0000 (interval 0.5174 to 5.4826)"
+    assert "A - B: +3.0000, 95% interval +0.5174 to +5.4826" in capsys.readouterr().out
+
+
+def test_compare_welch_interval_by_hand():
+    """Two groups of 3 with variances 1 and 4: se = sqrt(1/3 + 4/3), Welch df = 2.94 -> the table's df 2."""
+    compare = helper_from_notebook_02()["compare"]
+    a = [1.0, 2.0, 3.0]  # mean 2, variance 1
+    b = [-2.0, 0.0, 2.0]  # mean 0, variance 4
+    mean, low, high, words = compare(a, b, paired=False)
+    se = (1 / 3 + 4 / 3) ** 0.5
+    assert (mean, low, high) == pytest.approx((2.0, 2.0 - 4.30 * se, 2.0 + 4.30 * se))
+    assert words == "no difference measurable with 3 seeds"
+
+
+def test_compare_calls_fewer_than_three_seeds_suggestive():
+    compare = helper_from_notebook_02()["compare"]
+    words = compare([2.0, 2.1], [1.0, 1.05], paired=True, names=("A", "B"))[3]
+    assert words.startswith("suggestive") and "B is lower by 1.0250" in words
