@@ -198,12 +198,14 @@ def test_the_comparison_helper_is_notebook_02s(path):
 
 @pytest.mark.parametrize("number", USE_THE_HELPER)
 def test_verdicts_come_from_the_helper(number):
+    """The notebooks that judge differences call compare() (not only copy it)."""
     (path,) = [p for p in NOTEBOOKS if os.path.basename(p).startswith(number + "_")]
     assert any(re.search(r"\bcompare\(", cell) and "def compare" not in cell for cell in code_cells(path)), (
         f"{os.path.basename(path)} never calls compare()")
 
 
 def helper_from_notebook_02():
+    """The names notebook 02's compare() cell defines, run as the notebook runs it."""
     (cell,) = [cell for cell in code_cells(HELPER_HOME) if "compare" in defined_names(cell)]
     namespace = {}
     exec(cell, namespace)
@@ -231,6 +233,7 @@ def test_compare_welch_interval_by_hand():
 
 
 def test_compare_calls_fewer_than_three_seeds_suggestive():
+    """Two seeds a side: the interval's words come, but marked as suggestive only."""
     compare = helper_from_notebook_02()["compare"]
     words = compare([2.0, 2.1], [1.0, 1.05], paired=True, names=("A", "B"))[3]
     assert words.startswith("suggestive") and "B is lower by 1.0250" in words
