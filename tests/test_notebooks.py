@@ -180,7 +180,7 @@ def test_saved_outputs_hold_no_error_and_no_machine_path(path):
 
 HELPER_HOME = os.path.join(ROOT, "notebooks", "02_bigram.ipynb")
 HELPER_COPY = "# same as notebooks/02_bigram.ipynb"
-USE_THE_HELPER = ["02", "03", "04", "05", "06", "07", "10"]  # notebooks whose verdicts come from compare()
+USE_THE_HELPER = ["02", "03", "04", "05", "06", "07", "08", "09", "10"]  # notebooks whose verdicts come from compare()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
