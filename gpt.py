@@ -1,10 +1,8 @@
 """A character-level GPT in one file: `python gpt.py` trains a decoder-only transformer on a text
-and writes more like it; `--help` lists the flags, sample.py samples the saved model again. The
-defaults: the model of Karpathy's lecture "Let's build GPT" with a modern training recipe (README);
-without a CUDA GPU, a smaller model that trains in 10 minutes. The lecture ends at the marked line,
-the rest a learner may skip. Shapes: B batch, T time, C channels, V vocab, nh heads, hs = C // nh.
-"""
-import argparse, dataclasses, math, os, sys, time
+and writes more like it (sample.py samples the saved model again). Defaults: the model of the
+lecture "Let's build GPT", a modern training recipe; without CUDA, one that trains in 10 minutes.
+The lecture part ends at the marked line. Shapes: B batch, T time, C channels, V vocab, nh heads."""
+import argparse, dataclasses, io, math, os, pathlib, sys, time
 
 import torch
 import torch.nn as nn
@@ -20,7 +18,7 @@ class Config:
     """Every hyperparameter: the lecture's model, changed by a preset, then by the flags given."""
     input: str = flag("input.txt", "training text (UTF-8); the default is fetched if missing")
     out_dir: str = flag("out", "folder for ckpt.pt: the latest training state, saved at each eval")
-    preset: str = flag("auto", "auto: by hardware", ("auto", "lecture", "laptop", "laptop_float32"))
+    preset: str = flag("auto", "auto: lecture on CUDA, else laptop", ("auto", "lecture", "laptop"))
     init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
     block_size: int = flag(256, "context length: characters the model sees to predict the next")
     n_embd: int = flag(384, "channels: the size of every token's vector")
@@ -37,20 +35,20 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay, on weight matrices only")
     grad_clip: float = flag(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_interval: int = flag(500, "estimate the losses, log and save every this many steps")
-    eval_iters: int = flag(200, "batches per split for the last loss estimate; a fifth before it")
+    eval_iters: int = flag(200, "random batches per split for each estimate (the last val: exact)")
+    log_interval: int = flag(100, "print the training loss every this many steps")
     seed: int = flag(1337, "random seed: the same seed repeats a step-counted run on a CPU")
     device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
     dtype: str = flag("auto", "auto: by hardware", ("auto", "bfloat16", "float16", "float32"))
     compile: bool = flag(False, "compile the model with torch.compile (faster on GPUs)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
-PRESETS = {  # without CUDA: models that train in 10 minutes (benchmarks/laptop_sweep.md: why)
+PRESETS = {  # laptop: without CUDA, the best that 10 minutes train (benchmarks/laptop_sweep.md)
     "lecture": {},
-    "laptop": dict(batch_size=16, block_size=256, n_layer=4, n_head=4, n_embd=256, dropout=0.0,
-                   weight_decay=0.5, learning_rate=1e-3, min_lr=1e-4, eval_iters=50, max_time=585),
+    "laptop": dict(batch_size=16, block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
+                   weight_decay=0.5, learning_rate=2e-3, min_lr=2e-4, max_iters=100000,
+                   eval_iters=10, max_time=585),
 }
-PRESETS["laptop_float32"] = dict(PRESETS["laptop"], block_size=128, n_embd=128, learning_rate=2e-3,
-                                 min_lr=2e-4, max_iters=10000)
 
 # ------------------------------------------------------------------------------------------ data
 class CharTokenizer:
@@ -241,28 +239,30 @@ def train(model, optimizer, scaler, splits, cfg, vocab, history):
     """Train until progress reaches 1; every eval_interval steps and at the end, evaluate, save."""
     step = history["step"][-1] if history["step"] else 0  # resumed: the checkpoint's step
     started = time.perf_counter() - (history["seconds"][-1] if history["step"] else 0.0)
-    meter = Meter(cfg)  # a progress line every 10 s
-    after = 0.0  # seconds that the last evaluation and the sample will take, once measured
+    after = 0.0  # seconds the end takes (evaluation, exact val, sample): max_time holds it too
     while True:
         seconds = time.perf_counter() - started  # of training: evaluations and saves included
         done = step >= cfg.max_iters or progress(step, seconds + after, cfg) >= 1
         if (done or step % cfg.eval_interval == 0) and step not in history["step"]:
-            fewer = dataclasses.replace(cfg, eval_iters=max(1, cfg.eval_iters // 5))
-            losses = estimate_loss(model, splits, cfg if done else fewer, autocast(cfg))
+            losses = estimate_loss(model, splits, cfg, autocast(cfg))
+            if done:  # the final score: val's every target once, not a sample (machinery, below)
+                losses["val"] = whole_text_loss(model, splits["val"], cfg, autocast(cfg))
             for key, value in dict(step=step, seconds=seconds, **losses).items():
                 history[key].append(value)
-            save_checkpoint(model, optimizer, scaler, cfg, vocab, history)  # if finite
+            save_checkpoint(model, optimizer, scaler, cfg, vocab, history, done)  # if finite
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
                   f"{seconds:.0f} s", flush=True)
-            meter = Meter(cfg)  # its speed leaves the evaluation out
-            # max_time holds the last evaluation and the sample too (a character ≈ 2 batch rows)
-            pace = (time.perf_counter() - started - seconds) / fewer.eval_iters  # s per batch pair
-            after = pace * (cfg.eval_iters + cfg.max_new_tokens / cfg.batch_size)
+            evaluated = time.perf_counter() - started - seconds  # this evaluation's seconds
+            rows = len(splits["val"]) / cfg.block_size + 2 * cfg.max_new_tokens  # 2 a character
+            after = evaluated * (1 + rows / (2 * cfg.eval_iters * cfg.batch_size))  # at its pace
         if done:
             return history
         loss = train_step(model, optimizer, scaler, splits, cfg, lr_at(step, seconds + after, cfg))
         step += 1
-        meter.add(loss, step, seconds)
+        if step % cfg.log_interval == 0:  # this batch's loss, and the tokens a second so far
+            tokens = step * cfg.batch_size * cfg.block_size
+            print(f"step {step:5d} | loss {loss.item():.4f} | {tokens / seconds:,.0f} tok/s | "
+                  f"{seconds:.0f} s", flush=True)
 
 # -------------------------------------------------------------------------------------- sampling
 def sample(model, tokenizer, cfg):
@@ -286,21 +286,18 @@ def fail(message):
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(1)
 
-class Meter:
-    """Every 10 s between evaluations, a line: the mean training loss and tokens per second."""
-
-    def __init__(self, cfg):
-        self.cfg, self.since, self.losses = cfg, time.perf_counter(), []
-
-    def add(self, loss, step, seconds):
-        self.losses.append(loss)
-        now = time.perf_counter()
-        if now - self.since >= 10:
-            mean = torch.stack(self.losses).mean().item()  # the one wait for a GPU in 10 s
-            tokens = len(self.losses) * self.cfg.batch_size * self.cfg.block_size
-            print(f"step {step:5d} | loss {mean:.4f} | {tokens / (now - self.since):,.0f} tok/s | "
-                  f"{seconds:.0f} s", flush=True)
-            self.since, self.losses = now, []
+@torch.no_grad()
+def whole_text_loss(model, data, cfg, ctx):
+    """The mean loss on every target of data once, in windows of block_size: an exact score."""
+    model.eval()
+    chunks = data.unfold(0, cfg.block_size + 1, cfg.block_size)  # (n, T+1); under T targets drop
+    total = 0.0
+    for chunk in chunks.split(cfg.batch_size):  # (B, T+1) as in get_batch; the last B smaller
+        x, y = chunk[:, :-1].to(cfg.device), chunk[:, 1:].to(cfg.device)  # (B, T), (B, T)
+        with ctx:
+            total += model(x, y)[1].item() * len(chunk)  # a batch's mean loss, times its windows
+    model.train()
+    return total / len(chunks)
 
 def flag_type(f):
     """The argparse type of a field: it refuses what no run can use (nan, -1, a dropout of 1)."""
@@ -367,21 +364,26 @@ def autocast(cfg):
     dtype = getattr(torch, cfg.dtype)
     return torch.autocast(cfg.device, dtype=dtype, enabled=dtype != torch.float32)
 
-def save_checkpoint(model, optimizer, scaler, cfg, vocab, history):
+def save_checkpoint(model, optimizer, scaler, cfg, vocab, history, finished=False):
     """The whole training state, written to a temp file and renamed; never a diverged model."""
     if not math.isfinite(history["train"][-1]):  # nan or inf: the last checkpoint stays good
         fail(f"the loss became {history['train'][-1]} by step {history['step'][-1]}; lower "
              f"--learning_rate ({cfg.out_dir}/ckpt.pt keeps the last evaluation's state)")
     model = getattr(model, "_orig_mod", model)  # the model inside torch.compile's wrapper
     state = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), vocab=vocab,
-                 scaler=scaler.state_dict(), config=dataclasses.asdict(cfg),
-                 step=history["step"][-1], history=history, rng=torch.get_rng_state())
-    if torch.cuda.is_available():
-        state["cuda_rng"] = torch.cuda.get_rng_state()
+                 scaler=scaler.state_dict(), config=dataclasses.asdict(cfg), finished=finished,
+                 step=history["step"][-1], history=history, rng=torch.get_rng_state(),
+                 cuda_rng=torch.cuda.get_rng_state() if torch.cuda.is_available() else None)
     path = os.path.join(cfg.out_dir, "ckpt.pt")
     os.makedirs(cfg.out_dir, exist_ok=True)  # made at the first save: no empty out/
-    with open(path + ".tmp", "wb") as f:  # an OSError if out_dir can't be written
-        torch.save(state, f)
+    buffer = io.BytesIO()  # in memory first, so that writing it is one plain write
+    torch.save(state, buffer)
+    try:
+        pathlib.Path(path + ".tmp").write_bytes(buffer.getbuffer())  # a full disk: an OSError
+    except OSError as e:
+        pathlib.Path(path + ".tmp").unlink(missing_ok=True)  # no half-written file fills the disk
+        fail(f"can't save {path} ({e}): free space in {cfg.out_dir} or pick "
+             "another --out_dir; an earlier ckpt.pt there stays as it was")
     os.replace(path + ".tmp", path)  # never half-written
 
 def load_checkpoint(path):
@@ -412,10 +414,8 @@ def make_settings(argv=None):
             fail(f"{path} exists and a new run would replace it: --init_from=resume goes on "
                  "from it, --init_from=scratch trains over it, --out_dir=DIR trains elsewhere")
         preset = flags.get("preset", "auto")
-        if preset == "auto" and device == "cuda":
-            preset = "lecture"
-        if preset == "auto":  # without CUDA: a model that trains in 10 minutes at this dtype
-            preset = "laptop_float32" if dtype == "float32" else "laptop"
+        if preset == "auto":  # the lecture's model on a CUDA GPU; elsewhere one for 10 minutes
+            preset = "lecture" if device == "cuda" else "laptop"
         cfg = Config(**{**PRESETS[preset], **flags, "preset": preset})
         what = f"preset {preset}"
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
@@ -452,7 +452,7 @@ def prepare(argv=None):
             fail("the checkpoint does not fit this model: drop the flags that change its shape")
         history = ckpt["history"]
         torch.set_rng_state(ckpt["rng"])
-        if "cuda_rng" in ckpt and torch.cuda.is_available():
+        if ckpt.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state(ckpt["cuda_rng"])
     print(f"{summary} | {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     return cfg, tokenizer, splits, model, optimizer, scaler, history
@@ -462,9 +462,9 @@ def main(argv=None):
     cfg, tokenizer, splits, model, optimizer, scaler, history = prepare(argv)
     trained = torch.compile(model) if cfg.compile else model  # the same weights, compiled
     train(trained, optimizer, scaler, splits, cfg, tokenizer.chars, history)
-    steps = history["step"][-1]
-    print(f"trained {steps} steps in {history['seconds'][-1]:.0f} s (--max_iters={steps} "
-          "--max_time=0 trains as many by count)", flush=True)
+    print(f"trained {history['step'][-1]} steps in {history['seconds'][-1]:.0f} s: val "
+          f"{history['val'][-1]:.4f} is exact (the whole validation text), train an estimate "
+          f"(--max_iters={history['step'][-1]} --max_time=0 trains as many by count)", flush=True)
     torch.set_num_threads(1)  # one sequence at a time: on one thread, never held up by a busy core
     generated = sample(model, tokenizer, cfg)
     print(generated)

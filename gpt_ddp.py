@@ -13,7 +13,7 @@ optimizer, the loss scale, the step and the loss history, but each rank then dra
 (seeded by seed, step and rank): a resumed run is not the uninterrupted one, step for step.
 Notebook 10 shows what DDP does.
 """
-import dataclasses, datetime, io, math, os, signal, sys, time
+import datetime, io, math, os, signal, sys, time
 from contextlib import redirect_stderr, redirect_stdout
 
 import torch
@@ -100,10 +100,10 @@ def train(ddp, optimizer, scaler, splits, cfg, vocab, history, ctrl_c):
         is_eval_step = step % cfg.eval_interval == 0 or step == cfg.max_iters
         if rank == 0 and is_eval_step and step not in history["step"]:
             eval_started = time.perf_counter()
-            # as gpt.py's train(): the last estimate with all eval_iters batches, the others a fifth
-            batches = cfg.eval_iters if step == cfg.max_iters else max(1, cfg.eval_iters // 5)
-            eval_cfg = dataclasses.replace(cfg, eval_iters=batches)
-            losses = gpt.estimate_loss(model, splits, eval_cfg, gpt.autocast(cfg))
+            losses = gpt.estimate_loss(model, splits, cfg, gpt.autocast(cfg))
+            if step == cfg.max_iters:  # as gpt.py's train(): the last val is exact
+                losses["val"] = gpt.whole_text_loss(model, splits["val"], cfg,
+                                                    gpt.autocast(cfg))
             nonfinite = float(not all(math.isfinite(v) for v in losses.values()))
             eval_time += time.perf_counter() - eval_started
         stop_together(nonfinite, ctrl_c, step, cfg)  # nothing is saved unless every rank is fine
@@ -111,7 +111,8 @@ def train(ddp, optimizer, scaler, splits, cfg, vocab, history, ctrl_c):
             seconds = time.perf_counter() - started
             for key, value in dict(step=step, seconds=seconds, **losses).items():
                 history[key].append(value)
-            gpt.save_checkpoint(model, optimizer, scaler, cfg, vocab, history)
+            gpt.save_checkpoint(model, optimizer, scaler, cfg, vocab, history,
+                                finished=step == cfg.max_iters)
             print(f"step {step:5d} | train {losses['train']:.4f} | val {losses['val']:.4f} | "
                   f"{time.perf_counter() - started:.0f} s", flush=True)
         if step >= cfg.max_iters:
@@ -159,7 +160,8 @@ def main(argv=None):
         ids = [local_rank] if device == "cuda" else None
         ddp = DistributedDataParallel(model, device_ids=ids)  # copies rank 0's weights to all
         train(ddp, optimizer, scaler, splits, cfg, tokenizer.chars, history, ctrl_c)
-        del ddp  # before the process group: freeing DDP's reducer last can deadlock with gloo's thread
+        # freed before the process group: freeing DDP's reducer last can deadlock with gloo's thread
+        del ddp
     if rank == 0:
         print(gpt.sample(model, tokenizer, cfg), flush=True)
     dist.destroy_process_group()

@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+import gpt
 from conftest import ROOT
 
 GPT_DDP = os.path.join(ROOT, "gpt_ddp.py")
@@ -86,6 +87,13 @@ def test_two_ranks_train_log_once_and_save_a_checkpoint_that_gpt_py_samples_from
     assert ckpt["step"] == 20 and ckpt["history"]["step"] == [0, 10, 20]
     assert not [k for k in ckpt["model"] if k.startswith("module.")]  # the plain model, as gpt.py saves it
     assert ckpt["config"]["max_time"] == 0 and ckpt["config"]["batch_size"] == 4  # the laptop preset's 600 s: off
+    model = gpt.GPT(gpt.Config(**ckpt["config"]))
+    model.load_state_dict(ckpt["model"])
+    text = open(text_file, encoding="utf-8").read()
+    val = torch.tensor([ckpt["vocab"].index(c) for c in text[int(0.9 * len(text)):]])
+    cfg = gpt.Config(**ckpt["config"])
+    exact = gpt.whole_text_loss(model, val, cfg, gpt.autocast(cfg))  # as gpt.py's last evaluation scores val
+    assert ckpt["finished"] is True and ckpt["history"]["val"][-1] == pytest.approx(exact, abs=1e-5)
     sample = subprocess.run([sys.executable, SAMPLE_PY, f"--out_dir={out}", "--prompt=To be", "--max_new_tokens=25"],
                             capture_output=True, text=True, timeout=60)
     assert sample.returncode == 0, sample.stderr
