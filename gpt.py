@@ -45,7 +45,7 @@ class Config:
 
 PRESETS = {  # laptop: without CUDA, the best that 10 minutes train (benchmarks/laptop_sweep.md)
     "lecture": {},
-    "laptop": dict(batch_size=16, block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
+    "laptop": dict(batch_size=16, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
                    weight_decay=0.5, learning_rate=2e-3, min_lr=2e-4, max_iters=100000,
                    eval_iters=10, max_time=585),
 }

@@ -102,7 +102,7 @@ def test_laptop_preset_without_a_gpu_and_lecture_preset_by_flag(tmp_path, monkey
     laptop, _, summary = gpt.make_settings([f"--out_dir={tmp_path}"])
     chosen = dict(device="cpu", dtype="bfloat16")
     assert laptop == gpt.Config(**gpt.PRESETS["laptop"], preset="laptop", out_dir=str(tmp_path), **chosen)
-    assert summary == ("preset laptop: 4 layers, 4 heads, 128 channels, context 128, batch 16 | at most 585 s, "
+    assert summary == ("preset laptop: 4 layers, 4 heads, 128 channels, context 64, batch 16 | at most 585 s, "
                        "100000 steps | cpu, bfloat16: the CPU has native bfloat16 (AVX512-BF16 or AMX)")
     lecture = settings(tmp_path, "--preset=lecture")
     assert lecture == gpt.Config(preset="lecture", out_dir=str(tmp_path), **chosen)
