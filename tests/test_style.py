@@ -1,6 +1,6 @@
 """gpt.py as a text for learners: the lecture part and the whole file fit their budgets, lines fit a screen, one
 statement per line, no walrus, and no definition of the machinery longer than GPT; sample.py within 90 lines;
-the README within 3,000 words."""
+the README within 1,800 words."""
 import ast
 import os
 import re
@@ -60,7 +60,7 @@ def test_sample_py_within_90_lines():
     assert len(lines(os.path.join(ROOT, "sample.py"))) <= 90
 
 
-def test_readme_within_3000_words_as_wc_counts_them():
+def test_readme_within_1800_words_as_wc_counts_them():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         words = len(f.read().split())  # wc -w: runs of non-whitespace
-    assert words <= 3000, words
+    assert words <= 1800, words
