@@ -290,7 +290,7 @@ def fail(message):
 def whole_text_loss(model, data, cfg, ctx):
     """The mean loss on every target of data once, in windows of block_size: an exact score."""
     model.eval()
-    chunks = data.unfold(0, cfg.block_size + 1, cfg.block_size)  # (n, T+1); under T targets drop
+    chunks = data.unfold(0, cfg.block_size + 1, cfg.block_size)  # (n, T+1); a last < T targets drop
     total = 0.0
     for chunk in chunks.split(cfg.batch_size):  # (B, T+1) as in get_batch; the last B smaller
         x, y = chunk[:, :-1].to(cfg.device), chunk[:, 1:].to(cfg.device)  # (B, T), (B, T)
