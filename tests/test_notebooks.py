@@ -2,8 +2,8 @@
 cell that defines one of gpt.py's names says whether it is gpt.py's, and every piece of gpt.py's model and
 training code is in a marked cell of some notebook; notebook 02's comparison helper gives the intervals worked
 by hand, and the notebooks that judge by it hold marked copies of it; the README's table quotes what the
-notebooks print; each notebook has at most 2,500 words of prose (3,000 until reworked), a figure per 350
-words, and saved outputs with no error and no machine path."""
+notebooks print; each notebook has at most 2,500 words of prose, a figure per 350 words, and saved outputs
+with no error and no machine path."""
 import ast
 import glob
 import json
@@ -158,9 +158,6 @@ def test_readme_quotes_the_val_losses_the_notebooks_print():
     assert not missing, "README quotes val losses its notebooks do not print: " + "; ".join(missing)
 
 
-REWORKED = ["01", "02", "03", "04", "05", "06", "07", "09", "10"]  # at STYLE.md 10-11's limits; the rest follow (issues 41, 42)
-
-
 def prose_words_and_figures(path):
     """Markdown words (whitespace-separated, as `wc -w` counts) and PNG figures (outputs and attachments)."""
     with open(path, encoding="utf-8") as f:
@@ -172,16 +169,12 @@ def prose_words_and_figures(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_prose_within_its_cap_and_a_figure_per_350_words(path):
-    """STYLE.md 10-11: at most 2,500 words of markdown and a figure per 350 words (3,000 and no
-    ratio for a notebook not yet reworked)."""
+def test_prose_within_2500_words_and_a_figure_per_350(path):
+    """STYLE.md 10-11: at most 2,500 words of markdown and at least one figure per 350 of them."""
     words, figures = prose_words_and_figures(path)
     name = os.path.basename(path)
-    if name[:2] in REWORKED:
-        assert words <= 2500, f"{name} has {words} words of markdown"
-        assert figures * 350 >= words, f"{name} has {figures} figures for {words} words"
-    else:
-        assert words <= 3000, f"{name} has {words} words of markdown"
+    assert words <= 2500, f"{name} has {words} words of markdown"
+    assert figures * 350 >= words, f"{name} has {figures} figures for {words} words"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
