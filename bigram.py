@@ -62,9 +62,11 @@ def main(argv=None):
     device = pick_hardware(cfg.device, "float32")[0]
     torch.manual_seed(cfg.seed)
     default_input = os.path.join(HERE, "input.txt")
-    text = load_text(default_input if cfg.input == BigramConfig.input else cfg.input)
+    text = load_text(default_input if cfg.input == "input.txt" else cfg.input)
     tokenizer = CharTokenizer.from_text(text)
-    splits = split_data(text, tokenizer, cfg.block_size)
+    splits = split_data(text, tokenizer)
+    if len(splits["val"]) <= cfg.block_size:
+        fail(f"the text is too short for --block_size={cfg.block_size}: give a longer one")
     model = BigramLanguageModel(len(tokenizer.chars)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate)
     for step in range(cfg.max_iters + 1):

@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$lo
 sampler=$!
 trap 'kill $sampler 2>/dev/null || true' EXIT
 start=$(date +%s)
-PYTHONUNBUFFERED=1 python gpt.py --preset=lecture --out_dir=out/gpu_check --init_from=scratch "$@" 2>&1 | tee -a "$log"
+PYTHONUNBUFFERED=1 python gpt.py --preset=none --out_dir=out/gpu_check --init_from=scratch "$@" 2>&1 | tee -a "$log"
 end=$(date +%s)
 kill $sampler 2>/dev/null || true
 last=$(grep '^step.*| val ' "$log" | tail -1)

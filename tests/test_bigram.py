@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from bigram import BigramLanguageModel
@@ -40,6 +41,7 @@ def test_bigram_loss_matches_counting(tmp_path):
     assert entropy.item() - 1e-5 <= loss.item() < entropy.item() + 5e-3  # near the optimum, never below it
 
 
+@pytest.mark.slow
 def test_bigram_on_tiny_shakespeare_reaches_the_lectures_loss(shakespeare_path):
     result = subprocess.run([sys.executable, os.path.join(ROOT, "bigram.py"), f"--input={shakespeare_path}",
                              "--eval_iters=50", "--max_new_tokens=100"], capture_output=True, text=True, timeout=600)

@@ -66,18 +66,18 @@ def test_download_checks_the_sha256_and_saves(server, tmp_path, fetch):
 
 
 def test_download_with_the_wrong_checksum_writes_nothing(server, tmp_path, fetch, capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         fetch(f"{server}/input.txt", "0" * 64)
-    assert "invalid hash value" in capsys.readouterr().err
+    assert "invalid hash value" in stop.value.code  # the one line Python prints on exit
     assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("where", ["404", "closed port"])
 def test_download_failure_says_where_to_put_the_file(server, tmp_path, fetch, capsys, where):
     url = f"{server}/missing.txt" if where == "404" else f"http://127.0.0.1:{closed_port()}/input.txt"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         fetch(url, gpt.DATA_SHA256)
-    err = capsys.readouterr().err
+    err = stop.value.code  # the one line Python prints on exit
     assert re.search(f"downloading {re.escape(url)} failed .*; save that file as .*input.txt by hand, "
                      "or pass any UTF-8 text with --input=FILE", err), err
     assert os.listdir(tmp_path) == []
@@ -93,6 +93,7 @@ def copy_of_gpt_with_url(tmp_path, url):
     return str(script)
 
 
+@pytest.mark.slow
 def test_missing_default_data_and_failed_download_is_one_clear_line(tmp_path):
     script = copy_of_gpt_with_url(tmp_path, f"http://127.0.0.1:{closed_port()}/input.txt")
     result = subprocess.run([sys.executable, script, "--max_iters=1"], capture_output=True, text=True, cwd=tmp_path,
@@ -102,6 +103,7 @@ def test_missing_default_data_and_failed_download_is_one_clear_line(tmp_path):
     assert not (tmp_path / "input.txt").exists()
 
 
+@pytest.mark.slow
 def test_missing_default_data_is_downloaded_beside_the_script(tmp_path, shakespeare_path):
     """The real file, served locally: its checksum is the real one, so gpt.py accepts and keeps it."""
     served = tmp_path / "served"

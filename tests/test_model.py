@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from benchmarks.lecture import copy_attention, lecture_gpt
+import gpt
 from gpt import GPT, CharTokenizer, Config, get_batch, split_data
 
 # Tiny on purpose: 2 layers of 32 channels and 4 heads are enough to exercise every code path.
@@ -58,6 +59,20 @@ def test_fused_attention_equals_an_explicit_masked_softmax():
         torch.testing.assert_close(block.attn(x), explicit_attention(block.attn, x), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("T", [1, 7, 16])
+def test_gpt_pys_written_out_attention_equals_its_fused_kernel_and_the_oracle(T):
+    """The lecture's four lines in gpt.py (fused = False), at full and shorter lengths."""
+    model = tiny_model()
+    x = torch.randn(3, T, 32)  # (B, T, C)
+    idx = torch.randint(11, (3, T))
+    fused = model(idx)[0]
+    for block in model.blocks:
+        block.attn.fused = False
+        torch.testing.assert_close(block.attn(x), explicit_attention(block.attn, x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model(idx)[0], fused, atol=1e-5, rtol=1e-5)
+    assert gpt.CausalSelfAttention.fused is True  # the default: one instance was changed, not the class
+
+
 def test_dropout_is_on_in_training_and_off_in_eval():
     model = tiny_model(dropout=0.3)
     idx = torch.randint(11, (3, 16))
@@ -108,6 +123,33 @@ def test_a_tiny_model_overfits_one_batch():
     assert loss.item() < 0.1
 
 
+def test_gpt_pys_own_recipe_overfits_one_batch(monkeypatch):
+    """make_optimizer (fused AdamW, decay groups, the laptop preset's weight decay 0.5), train_step
+    (clipping, the scaler) and the laptop preset's peak rate memorise one random batch."""
+    cfg = Config(**{**TINY, "weight_decay": 0.5, "batch_size": 4, "device": "cpu", "dtype": "float32"})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x, y = torch.randint(11, (4, 16)), torch.randint(11, (4, 16))  # random: only memorising fits
+    monkeypatch.setattr(gpt, "get_batch", lambda data, batch_size, block_size: (x, y))
+    optimizer = gpt.make_optimizer(model, cfg)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    for _ in range(300):
+        gpt.train_step(model, optimizer, scaler, {"train": None}, cfg, 2e-3)
+    assert model(x, y)[1].item() < 0.1
+
+
+def test_weight_decay_falls_on_every_matrix_and_embedding_and_on_nothing_else():
+    model = GPT(Config(**TINY))
+    optimizer = gpt.make_optimizer(model, Config(**TINY, weight_decay=0.5))
+    decayed = {id(p) for g in optimizer.param_groups if g["weight_decay"] == 0.5 for p in g["params"]}
+    kept = {id(p) for g in optimizer.param_groups if g["weight_decay"] == 0.0 for p in g["params"]}
+    assert not decayed & kept and len(decayed) + len(kept) == len(list(model.parameters()))
+    for name, p in model.named_parameters():  # the oracle: what each name is
+        matrix = name.endswith("weight") and ("embedding" in name or "qkv" in name or "proj" in name
+                                              or ".net." in name or "lm_head" in name)
+        assert (id(p) in decayed) == matrix, name
+
+
 def test_generate_shape_and_it_sees_only_the_last_block_size_tokens():
     model = tiny_model()
     idx = torch.zeros((2, 1), dtype=torch.long)
@@ -133,7 +175,7 @@ def test_encode_decode_round_trip_and_vocabulary():
 def test_split_is_90_10_and_y_is_x_shifted_by_one():
     text = "".join(chr(ord("a") + i % 26) for i in range(1000))
     tok = CharTokenizer.from_text(text)
-    splits = split_data(text, tok, block_size=8)
+    splits = split_data(text, tok)
     assert len(splits["train"]) == 900 and len(splits["val"]) == 100
     assert tok.decode(splits["val"][:3].tolist()) == text[900:903]
     x, y = get_batch(splits["train"], batch_size=5, block_size=8)
@@ -149,5 +191,5 @@ def test_real_data_vocabulary_and_split(shakespeare_path):
         text = f.read()
     tok = CharTokenizer.from_text(text)
     assert len(text) == 1_115_394 and len(tok.chars) == 65
-    splits = split_data(text, tok, block_size=256)
+    splits = split_data(text, tok)
     assert len(splits["train"]) == 1_003_854 and len(splits["val"]) == 111_540

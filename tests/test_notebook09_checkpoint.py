@@ -13,12 +13,13 @@ from conftest import ROOT
 NOTEBOOK = "09_sampling.ipynb"
 # A tiny model that gpt.py trains to its end in seconds: context 16, 1 layer, 2 heads, 32 channels (about
 # 17,000 parameters, under the 100,000 that notebook 09 loads in smoke mode). --device=cpu and --preset=laptop:
-# the same run on any machine (auto picks lecture on a CUDA GPU), so the printed preset is known.
+# the same run on any machine (auto picks none on a CUDA GPU), so the printed preset is known.
 TINY_RUN = ["--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=32", "--max_iters=20", "--max_time=0",
             "--eval_interval=10", "--eval_iters=2", "--max_new_tokens=10", "--init_from=scratch", "--device=cpu",
             "--preset=laptop", "--out_dir=out"]
 
 
+@pytest.mark.slow  # a gpt.py process and a Jupyter kernel
 def test_notebook_09_runs_with_a_finished_checkpoint(tmp_path, shakespeare_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -83,6 +83,7 @@ def test_setup_cell_is_the_same_everywhere(path):
     assert code_cells(path)[0] == code_cells(NOTEBOOKS[0])[0]
 
 
+@pytest.mark.slow  # a Jupyter kernel each
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_runs_top_to_bottom_in_smoke_mode(path, shakespeare_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

@@ -10,7 +10,7 @@ import torch
 import gpt
 import sample
 from conftest import ROOT
-from test_cli import TINY_FLAGS, assert_clean_error
+from test_cli import TINY_FLAGS, assert_clean_error, assert_error
 
 SAMPLE_PY = os.path.join(ROOT, "sample.py")
 
@@ -36,6 +36,7 @@ def test_samples_start_with_the_prompt_and_have_the_length_asked(out_dir):
     assert len(set(samples)) > 1  # sampled, not all the same
 
 
+@pytest.mark.slow
 def test_the_printed_samples_are_separated(out_dir):
     result = run_sample(f"--out_dir={out_dir}", "--prompt=or", "--max_new_tokens=10", "--num_samples=2")
     assert result.returncode == 0, result.stderr
@@ -64,10 +65,12 @@ def test_generate_follows_the_argmax_and_top_k_keeps_only_the_k_likeliest():
     assert set(top2) == set(likeliest)  # only the two likeliest tokens, both drawn in 200 tries
 
 
-def test_a_prompt_outside_the_vocabulary_is_named(out_dir):
-    assert_clean_error(run_sample(f"--out_dir={out_dir}", "--prompt=To be§"), "'T§'", "--prompt")
+def test_a_prompt_outside_the_vocabulary_is_named(out_dir, capsys):
+    assert_error([f"--out_dir={out_dir}", "--prompt=To be§"], capsys, "'T§'", "--prompt",
+                 main=sample.main)
 
 
+@pytest.mark.slow
 def test_a_missing_or_corrupt_checkpoint_is_one_line(tmp_path, out_dir):
     assert_clean_error(run_sample(f"--out_dir={tmp_path}"), "can't load", "FileNotFoundError", "train a model")
     blob = open(os.path.join(out_dir, "ckpt.pt"), "rb").read()
@@ -82,5 +85,10 @@ def test_a_missing_or_corrupt_checkpoint_is_one_line(tmp_path, out_dir):
                                          ("--num_samples=0", "--num_samples: must be 1 or more, got 0"),
                                          ("--max_new_tokens=0", "--max_new_tokens: must be 1 or more, got 0"),
                                          ("--num_samples=-1", "--num_samples: must be 1 or more, got -1")])
-def test_bad_flags_are_one_line(flag, phrase, out_dir):
-    assert_clean_error(run_sample(f"--out_dir={out_dir}", flag), phrase)
+def test_bad_flags_are_one_line(flag, phrase, out_dir, capsys):
+    assert_error([f"--out_dir={out_dir}", flag], capsys, phrase, main=sample.main)
+
+
+@pytest.mark.slow
+def test_a_bad_flag_in_a_terminal_is_one_line_and_no_traceback(out_dir):
+    assert_clean_error(run_sample(f"--out_dir={out_dir}", "--top_k=-2"), "--top_k")

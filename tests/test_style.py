@@ -1,6 +1,6 @@
-"""gpt.py as a text for learners: the lecture part and the whole file fit their budgets, lines fit a screen, one
-statement per line, no walrus, and no definition of the machinery longer than GPT; sample.py within 90 lines;
-the README within 1,800 words."""
+"""gpt.py as a text for learners: the lecture part and the whole file fit their budgets, the lecture part
+calls nothing defined below it, lines fit a screen, one statement per line, no walrus, and no definition of the
+machinery longer than GPT; sample.py within 90 lines; the README within 1,800 words."""
 import ast
 import os
 import re
@@ -28,6 +28,18 @@ def test_the_lecture_part_ends_with_sampling_within_275_lines_and_the_file_withi
     assert headers == ["hyperparameters", "data", "model", "training", "sampling"], headers
     assert machinery_starts() - 1 <= 275, machinery_starts() - 1
     assert len(lines()) <= 480, len(lines())
+
+
+def test_the_lecture_part_calls_nothing_defined_below_it():
+    """A learner reads the lecture part on its own: every name it calls is defined above the line."""
+    tree = ast.parse("\n".join(lines()))
+    below = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+             and node.lineno > machinery_starts()}
+    above = [node for node in tree.body if node.lineno < machinery_starts()]
+    called = {node.func.id for top in above for node in ast.walk(top)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert {"train", "sample", "GPT"} <= {n.name for n in above if hasattr(n, "name")}
+    assert not called & below, sorted(called & below)
 
 
 def test_no_definition_in_the_machinery_is_longer_than_gpt():
