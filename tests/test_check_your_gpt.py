@@ -1,7 +1,8 @@
-"""check_your_gpt.py on learner files of our own (tests/learner_files): a correct file at each
-stage of the video passes every check that applies, each mistake is caught by its own check with
-its sentence and nothing else, tips are tips, and bad input is one line; plus the measuring parts
-against oracles, in-process. The tests marked slow start a Python per file."""
+"""check_your_gpt.py on learner files of our own: a correct file at each stage of the video
+(tests/learner_files) passes every check that applies; each mistake, written from a stage file by
+the small edit in VARIANTS, is caught by its own check with its sentence and nothing else; tips are
+tips, and bad input is one line; plus the measuring parts against oracles, in-process. The tests
+marked slow start a Python per file."""
 import ast
 import hashlib
 import os
@@ -35,7 +36,7 @@ def snapshot(folder):
 def check(path):
     """Runs the checker on a file as a learner does: exit status and the lines it printed."""
     folder = os.path.dirname(path)
-    before = snapshot(folder) if folder == LEARNER else None
+    before = snapshot(folder) if folder != ROOT else None  # the root holds folders and others' work
     start = time.perf_counter()
     result = subprocess.run([sys.executable, CHECKER, path], capture_output=True, text=True,
                             timeout=60)
@@ -52,12 +53,121 @@ def labelled(lines, label):
     return [line for line in lines if line.startswith(f"  {label} ")]
 
 
-def line_of(name, text):
+def line_of(path, text):
     """The number of the one line of a learner file that holds text."""
-    with open(os.path.join(LEARNER, name)) as f:
+    with open(path) as f:
         numbers = [n for n, line in enumerate(f, start=1) if text in line]
-    assert len(numbers) == 1, (name, text, numbers)
+    assert len(numbers) == 1, (path, text, numbers)
     return numbers[0]
+
+
+# A learner file with one mistake, tip or bad line: the stage file it starts from and the edits a
+# learner would make to it, (old text, new text), each old text standing exactly once in the stage;
+# an old text that ends in REST takes the rest of the file with it (the learner stopped there).
+REST = " <and the rest of the file>"
+VARIANTS = {
+    # forward's targets has no default, so model(idx) alone raises
+    "mistake_forward_needs_targets.py": ("stage1_bigram.py", [
+        ("def forward(self, idx, targets=None):", "def forward(self, idx, targets):")]),
+    # generate feeds the whole sequence, past the position table's block_size rows
+    "mistake_generate_not_cropped.py": ("stage3_one_head.py", [
+        ("idx_cond = idx[:, -block_size:]  # the position table has block_size rows\n"
+         "            logits, loss = self(idx_cond)", "logits, loss = self(idx)")]),
+    # the mask zeroes the weights after the softmax, so the rows no longer sum to 1
+    "mistake_mask_after_softmax.py": ("stage4_several_heads.py", [
+        ("wei = wei.masked_fill(self.tril[:T, :T] == 0, float('-inf'))  # (B, T, T)\n"
+         "        wei = F.softmax(wei, dim=-1)  # (B, T, T)",
+         "wei = F.softmax(wei, dim=-1)  # (B, T, T)\n"
+         "        wei = wei.masked_fill(self.tril[:T, :T] == 0, 0.0)  # (B, T, T)")]),
+    # no triangular mask: every position sees the future
+    "mistake_mask_missing.py": ("stage4_several_heads.py", [
+        ("        wei = wei.masked_fill(self.tril[:T, :T] == 0, float('-inf'))  # (B, T, T)\n",
+         "")]),
+    # divided by head_size ** -0.5, that is multiplied by sqrt(head_size)
+    "mistake_scale_inverted.py": ("stage4_several_heads.py", [
+        ("* k.shape[-1] ** -0.5", "/ k.shape[-1] ** -0.5")]),
+    # scaled by the embedding width C, the video's own slip
+    "mistake_scale_n_embd.py": ("stage4_several_heads.py", [
+        ("* k.shape[-1] ** -0.5", "* C ** -0.5")]),
+    # the scores left unscaled
+    "mistake_scale_none.py": ("stage4_several_heads.py", [(" * k.shape[-1] ** -0.5", "")]),
+    # F.cross_entropy given probabilities instead of logits
+    "mistake_softmax_before_cross_entropy.py": ("stage2_positions.py", [
+        ("loss = F.cross_entropy(logits, targets)",
+         "probs = F.softmax(logits, dim=-1)\n            loss = F.cross_entropy(probs, targets)")]),
+    # the softmax runs over dim=1 of the (B, T, T) scores (the queries), not over the keys
+    "mistake_softmax_dim1.py": ("stage4_several_heads.py", [
+        ("wei = F.softmax(wei, dim=-1)", "wei = F.softmax(wei, dim=1)")]),
+    # the full block_size mask, so an input shorter than block_size fails
+    "mistake_tril_not_cut.py": ("stage3_one_head.py", [
+        ("self.tril[:T, :T] == 0", "self.tril == 0")]),
+    # position indices made without device=, so on a GPU they stay on the CPU (a tip)
+    "tip_arange_without_device.py": ("stage2_positions.py", [
+        ("torch.arange(T, device=device)", "torch.arange(T)")]),
+    # LayerNorm after the residual add, as in the 2017 paper (a tip: it trains)
+    "tip_post_norm.py": ("stage7_layernorm.py", [
+        ("x = x + self.sa(self.ln1(x))", "x = self.ln1(x + self.sa(x))"),
+        ("x = x + self.ffwd(self.ln2(x))", "x = self.ln2(x + self.ffwd(x))")]),
+    # samples in training mode, dropout on, as the video's file does (its loop's `iter` too; a tip)
+    "tip_sampling_with_dropout.py": ("stage9_scaled.py", [
+        ("model.eval()  # dropout off while sampling\n", ""),
+        ("for step in range(max_iters):", "for iter in range(max_iters):"),
+        ("if step % eval_interval == 0 or step == max_iters - 1:",
+         "if iter % eval_interval == 0 or iter == max_iters - 1:"),
+        ('print(f"step {step}: ', 'print(f"step {iter}: ')]),
+    # a colon missing after def forward(...): the file does not parse
+    "bad_syntax.py": ("stage1_bigram.py", [
+        ("def forward(self, idx, targets=None):", "def forward(self, idx, targets=None)")]),
+    # waits at import for a download that never comes
+    "bad_sleeps_at_import.py": ("stage1_bigram.py", [
+        ("torch.manual_seed(1337)\n", "torch.manual_seed(1337)\n\nimport time\n\n"
+         "while True:  # wait for the download\n    time.sleep(1)\n")]),
+    # moves the model with .cuda(), which a CPU cannot do
+    "bad_needs_cuda.py": ("stage1_bigram.py", [("m = model.to(device)", "m = model.cuda()")]),
+    # reads the text under another name than input.txt
+    "bad_missing_file.py": ("stage1_bigram.py", [
+        ("open('input.txt'", "open('shakespeare.txt'")]),
+    # only the data part typed so far: the file defines no model yet
+    "bad_no_model.py": ("stage1_bigram.py", [
+        ("\n@torch.no_grad()\ndef estimate_loss():" + REST,
+         "xb, yb = get_batch('train')\nprint(xb.shape, yb.shape)\n")]),
+    # a name misspelt in the notebook's third code cell: running it raises NameError
+    "bad_error_cell.ipynb": ("stage3_one_head.ipynb", [
+        ("vocab_size = len(chars)", "vocab_size = len(char)")]),
+}
+
+
+def variant(name):
+    """The text of a variant: its stage file with its edits, each old text found exactly once."""
+    base, edits = VARIANTS[name]
+    with open(os.path.join(LEARNER, base), encoding="utf-8", newline="") as f:
+        text = f.read()
+    for old, new in edits:
+        cut = old.endswith(REST)
+        old = old.removesuffix(REST)
+        assert text.count(old) == 1, f"{name}: {old!r} stands {text.count(old)} times in {base}"
+        if cut:
+            text = text[:text.index(old)] + new
+        else:
+            text = text.replace(old, new)
+    return text
+
+
+def learner_file(name, folder):
+    """The path of a learner file: one of tests/learner_files, or a variant written to folder."""
+    if name not in VARIANTS:
+        return os.path.join(LEARNER, name)
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(variant(name))
+    return path
+
+
+def test_every_variant_s_edits_still_apply_to_its_stage_file():
+    for name, (base, _) in VARIANTS.items():
+        assert not os.path.exists(os.path.join(LEARNER, name)), f"{name} is a file and a variant"
+        assert base.startswith("stage"), base
+        variant(name)  # each old text stands exactly once in the stage file
 
 
 # (file, the stage it reached, how many checks come with later chapters)
@@ -117,8 +227,9 @@ QUICK_MISTAKE = "mistake_softmax_dim1.py"
 @pytest.mark.parametrize("name, check_name, words, named_line", [
     pytest.param(*m, marks=() if m[0] == QUICK_MISTAKE else pytest.mark.slow) for m in MISTAKES])
 def test_each_mistake_is_caught_by_its_own_check_and_nothing_else(name, check_name, words,
-                                                                   named_line):
-    status, lines = check(os.path.join(LEARNER, name))
+                                                                   named_line, tmp_path):
+    path = learner_file(name, tmp_path)
+    status, lines = check(path)
     assert status == 1, "\n".join(lines)
     failed = labelled(lines, "FAILED ")
     assert len(failed) == 1, "\n".join(lines)
@@ -126,7 +237,7 @@ def test_each_mistake_is_caught_by_its_own_check_and_nothing_else(name, check_na
     assert words in failed[0], failed[0]
     assert re.search(r'\(chapters? ".+"\)\.$', failed[0]), failed[0]  # ends naming a chapter
     if named_line is not None:
-        assert f"{name}, line {line_of(name, named_line)} raised " in failed[0], failed[0]
+        assert f"{name}, line {line_of(path, named_line)} raised " in failed[0], failed[0]
     assert not labelled(lines, "tip    "), "\n".join(lines)
     skipped = labelled(lines, "skipped")
     if name == "mistake_forward_needs_targets.py":  # generate calls model(idx) itself
@@ -145,13 +256,14 @@ def test_each_mistake_is_caught_by_its_own_check_and_nothing_else(name, check_na
     ("tip_arange_without_device.py", "makes position indices without device=",
      "torch.arange(T))"),
 ])
-def test_a_tip_is_a_tip_not_a_failure(name, words, named_line):
-    status, lines = check(os.path.join(LEARNER, name))
+def test_a_tip_is_a_tip_not_a_failure(name, words, named_line, tmp_path):
+    path = learner_file(name, tmp_path)
+    status, lines = check(path)
     assert status == 0, "\n".join(lines)
     tips = labelled(lines, "tip    ")
     assert len(tips) == 1 and words in tips[0], "\n".join(lines)
     if named_line is not None:
-        assert f"{name}, line {line_of(name, named_line)} " in tips[0], tips[0]
+        assert f"{name}, line {line_of(path, named_line)} " in tips[0], tips[0]
     assert not labelled(lines, "FAILED ") and not labelled(lines, "skipped")
 
 
@@ -175,12 +287,13 @@ QUICK_BAD = ("bad_syntax.py", "bad_empty.py")
 
 @pytest.mark.parametrize("name, start, named_line", [
     pytest.param(*b, marks=() if b[0] in QUICK_BAD else pytest.mark.slow) for b in BAD])
-def test_bad_input_is_one_line_and_status_2(name, start, named_line):
-    status, lines = check(os.path.join(LEARNER, name))
+def test_bad_input_is_one_line_and_status_2(name, start, named_line, tmp_path):
+    path = learner_file(name, tmp_path)
+    status, lines = check(path)
     assert status == 2
     assert len(lines) == 1, "\n".join(lines)
     if named_line is not None:
-        start = start.format(line_of(name, named_line))
+        start = start.format(line_of(path, named_line))
     assert lines[0].startswith(f"cannot check: {start}"), lines[0]
 
 
