@@ -386,9 +386,10 @@ def load_checkpoint(path):
 def make_settings(argv=None):
     """The Config: the top, a preset or a checkpoint's, then the flags; and the checkpoint."""
     flags = parse_flags(Config, argv)
-    device, dtype, why = pick_hardware(flags.get("device", "auto"), flags.get("dtype", "auto"))
-    path = os.path.join(flags.get("out_dir", Config.out_dir), "ckpt.pt")
-    ckpt = load_checkpoint(path) if flags.get("init_from") == "resume" else None
+    top = {**dataclasses.asdict(Config()), **flags}  # the values at the top, then the flags
+    device, dtype, why = pick_hardware(top["device"], top["dtype"])
+    path = os.path.join(top["out_dir"], "ckpt.pt")
+    ckpt = load_checkpoint(path) if top["init_from"] == "resume" else None
     if ckpt:
         saved = {k: v for k, v in ckpt["config"].items() if k in Config.__dataclass_fields__}
         if "max_iters" in flags:
@@ -396,7 +397,7 @@ def make_settings(argv=None):
         cfg = Config(**{**saved, **flags})
         print(f"resuming {path} at step {ckpt['history']['step'][-1]}")
     else:
-        preset = flags.get("preset", Config.preset)
+        preset = top["preset"]
         if preset == "auto":  # the values at the top on a CUDA GPU; elsewhere 10 minutes' model
             preset = "none" if device == "cuda" else "laptop"
         cfg = Config(**{**PRESETS.get(preset, {}), **flags, "preset": preset})

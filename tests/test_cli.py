@@ -182,6 +182,12 @@ def test_a_value_edited_at_the_top_is_what_runs_or_the_first_line_says_what_repl
     cfg = cell["make_settings"]([f"--out_dir={tmp_path}"])[0]
     assert (cfg.n_layer, cfg.dropout, cfg.n_embd) == (2, 0.1, 384)
     assert not capsys.readouterr().out.startswith("preset")
+    hardware(monkeypatch, "cuda")  # the run settings at the top count too, not only the model's
+    cell = pasted(device="cpu", dtype="float32", out_dir=str(tmp_path / "nowhere"))
+    cfg = cell["make_settings"]([])[0]
+    assert (cfg.device, cfg.dtype, cfg.out_dir) == ("cpu", "float32", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit, match="can't load .*nowhere"):  # resume: from that out_dir
+        pasted(init_from="resume", out_dir=str(tmp_path / "nowhere"))["make_settings"]([])
 
 
 @pytest.mark.parametrize("avx512_bf16,amx,expected", [(True, False, "bfloat16"),
