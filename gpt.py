@@ -473,7 +473,7 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # Ctrl-C: ckpt.pt still holds the last evaluation's whole state
-        print("\ninterrupted: --init_from=resume goes on from the last evaluation", file=sys.stderr)
+        sys.stderr.write("\ninterrupted: --init_from=resume goes on from the last evaluation\n")
         raise SystemExit(130)
     except (OSError, UnicodeError) as e:  # a file that can't be read or written, or printed
         fail(f"{e}; check --input and --out_dir")

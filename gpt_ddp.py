@@ -83,7 +83,7 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; ckpt.pt is the last eval's
-        print("\ninterrupted: --init_from=resume goes on from the last evaluation", file=sys.stderr)
+        sys.stderr.write("\ninterrupted: --init_from=resume goes on from the last evaluation\n")
         raise SystemExit(130)
     except (OSError, RuntimeError) as e:  # a file, or a rank that another rank's failure ended
         gpt.fail(f"{type(e).__name__}: {str(e).strip().splitlines()[0]}")
