@@ -1,11 +1,12 @@
 """A character-level GPT in one file: `python gpt.py` trains a decoder-only transformer on a text
 and writes more like it. The values at the top are the model of the lecture "Let's build GPT"
-with a modern recipe; without CUDA, PRESETS["laptop"] replaces some (the run's first line says).
+with a modern recipe; without CUDA, a smaller preset replaces some (the run's first line says).
 In a notebook: main(["--max_iters=500"]). Shapes: B batch, T time, C channels, V vocab, nh heads."""
 import argparse
 import contextlib
 import dataclasses
 import io
+import itertools
 import math
 import os
 import sys
@@ -25,7 +26,7 @@ class Config:
     """Every hyperparameter: these values, a preset's (PRESETS, below), then the flags given."""
     input: str = flag("input.txt", "training text (UTF-8); the default is fetched if missing")
     out_dir: str = flag("out", "folder for ckpt.pt, saved at each evaluation")
-    preset: str = flag("auto", "auto: laptop without CUDA; none: these", ("auto", "none", "laptop"))
+    preset: str = flag("auto", "auto: by hardware; none: these", ("auto", "none", "laptop", "slow"))
     init_from: str = flag("scratch", "resume: go on from ckpt.pt", ("scratch", "resume"))
     block_size: int = flag(256, "context length: characters the model sees to predict the next")
     n_embd: int = flag(384, "channels: the size of every token's vector")
@@ -46,7 +47,6 @@ class Config:
     seed: int = flag(1337, "random seed: the same seed repeats a step-counted run on a CPU")
     device: str = flag("auto", "auto: cuda, mps or cpu", ("auto", "cpu", "cuda", "mps"))
     dtype: str = flag("auto", "auto: by hardware", ("auto", "bfloat16", "float16", "float32"))
-    compile: bool = flag(False, "compile the model with torch.compile (faster on GPUs)")
     max_new_tokens: int = flag(500, "characters to generate at the end")
 
 # ------------------------------------------------------------------------------------------ data
@@ -280,12 +280,10 @@ DATA_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
 DATA_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 HERE = os.path.dirname(os.path.abspath(globals().get("__file__", "gpt.py")))  # pasted: cwd
 MAY_BE_ZERO = ("max_iters", "warmup_iters", "max_new_tokens", "seed")  # other ints: 1 or more
-
-PRESETS = {  # laptop: without CUDA, the best that 10 minutes train (benchmarks/laptop_sweep.md)
-    "laptop": dict(batch_size=16, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
-                   weight_decay=0.5, learning_rate=2e-3, min_lr=2e-4, max_iters=100000,
-                   eval_iters=10, max_time=580),
-}
+LAPTOP = dict(batch_size=16, block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
+              weight_decay=0.5, learning_rate=2e-3, min_lr=0.0, max_iters=100000, eval_iters=10,
+              max_time=580)  # without CUDA: the best that 10 minutes train (laptop_sweep.md)
+PRESETS = {"laptop": LAPTOP, "slow": dict(LAPTOP, n_layer=2, block_size=64)}  # slow: more steps
 
 def make_optimizer(model, cfg):
     """AdamW that decays weight matrices (and embeddings) but not biases or LayerNorm gains."""
@@ -329,12 +327,9 @@ def parse_flags(config_class, argv=None):
         argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
     parser = argparse.ArgumentParser(usage=argparse.SUPPRESS, description=config_class.__doc__,
                                      allow_abbrev=False)
-    fields = [f for f in dataclasses.fields(config_class) if "help" in f.metadata]
-    for f in fields:
-        kind = dict(type=flag_type(f), choices=f.metadata["choices"])
-        if f.type is bool:  # --compile and --no-compile
-            kind = dict(action=argparse.BooleanOptionalAction)
-        parser.add_argument(f"--{f.name}", default=argparse.SUPPRESS, **kind,
+    for f in [f for f in dataclasses.fields(config_class) if "help" in f.metadata]:
+        parser.add_argument(f"--{f.name}", type=flag_type(f), choices=f.metadata["choices"],
+                            default=argparse.SUPPRESS,
                             help=f"{f.metadata['help']} (default: {f.default!r})")
     return vars(parser.parse_args(argv))
 
@@ -345,33 +340,44 @@ def load_text(path):
         try:  # PyTorch's downloader checks the sha256 and writes nothing unless it matches
             torch.hub.download_url_to_file(DATA_URL, path, hash_prefix=DATA_SHA256, progress=False)
         except (OSError, RuntimeError, ValueError) as e:
-            fail(f"downloading {DATA_URL} failed ({e}); save that file as {path} by hand, "
-                 "or pass any UTF-8 text with --input=FILE")
+            fail(f"downloading {DATA_URL} failed ({e}); save it as {path}, or give --input=FILE")
     with open(path, encoding="utf-8") as f:  # errors: the handler under main() reports them
         return f.read()
 
 def pick_hardware(device_flag, dtype_flag):
-    """The device and autocast dtype that these flags' values give here, and why that dtype."""
+    """The device and autocast dtype these flags give here, and why: native bfloat16, else less."""
     present = [torch.cuda.is_available(), torch.backends.mps.is_available(), True]
     found = [name for name, ok in zip(("cuda", "mps", "cpu"), present) if ok]  # best first
     if device_flag not in ("auto", *found):
         fail(f"--device={device_flag}: PyTorch finds no such device here; use auto or cpu")
     device = found[0] if device_flag == "auto" else device_flag
+    major, minor = torch.cuda.get_device_capability() if device == "cuda" else (0, 0)
     if dtype_flag != "auto":
         return device, dtype_flag, "--dtype"
-    capability = torch.cuda.get_device_capability() if device == "cuda" else None
-    cpu_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    return (device, *pick_precision(device, capability, cpu_bf16))
+    if major >= 7:  # tensor cores: bfloat16 from Ampere (8.0) on; T4, V100: float16, a scaler
+        dtype = "bfloat16" if major >= 8 else "float16"
+        return device, dtype, f"compute capability {major}.{minor} has {dtype} tensor cores"
+    if device == "cpu" and torch.cpu._is_avx512_bf16_supported():  # Zen 4 on, Xeons with AMX
+        return device, "bfloat16", "the CPU has native bfloat16 (AVX512-BF16)"
+    return device, "float32", f"no fast half precision on this {device}"
 
-def pick_precision(device, capability=None, cpu_bf16=False):
-    """The dtype for autocast on this hardware, and why: native bfloat16, else float16 or 32."""
-    if device == "cuda" and capability >= (8, 0):  # Ampere and newer: bfloat16 tensor cores
-        return "bfloat16", f"compute capability {capability[0]}.{capability[1]} has bfloat16"
-    if device == "cuda" and capability >= (7, 0):  # T4, V100: float16 tensor cores, a scaler
-        return "float16", f"compute capability {capability[0]}.{capability[1]} lacks bfloat16"
-    if device == "cpu" and cpu_bf16:
-        return "bfloat16", "the CPU has native bfloat16 (AVX512-BF16 or AMX)"
-    return "float32", f"no fast half precision on this {device}"
+def pick_laptop(budget, device, dtype):
+    """laptop, or slow where 5 timed steps say laptop's model would see under 6M tokens in time."""
+    if budget == 0:  # a run counted in steps never depends on the clock
+        return "laptop"
+    laptop = Config(**LAPTOP, device=device, dtype=dtype)  # its own shape, whatever the flags
+    model = GPT(laptop).to(device)  # a throwaway copy, timed for 5 steps after 1 to warm up
+    optimizer = make_optimizer(model, laptop)
+    splits = {"train": torch.zeros(laptop.block_size + 1, dtype=torch.long)}  # any ids will do
+    for step in range(6):
+        if step == 1:
+            started = time.perf_counter()
+        train_step(model, optimizer, torch.amp.GradScaler(enabled=False), splits, laptop, 0.0)
+    model.lm_head.weight.sum().item()  # on a GPU (MPS), wait until the steps are done
+    speed = 5 * laptop.batch_size * laptop.block_size / (time.perf_counter() - started)
+    preset = "laptop" if speed * budget >= 6e6 else "slow"  # laptop_sweep.md: why 6M
+    print(f"measured {speed:,.0f} tokens/s at context {laptop.block_size}: preset {preset}")
+    return preset
 
 def load_checkpoint(path):
     """Read a checkpoint with weights_only=True, so that loading one can never run code."""
@@ -398,8 +404,9 @@ def make_settings(argv=None):
         print(f"resuming {path} at step {ckpt['history']['step'][-1]}")
     else:
         preset = top["preset"]
-        if preset == "auto":  # the values at the top on a CUDA GPU; elsewhere 10 minutes' model
-            preset = "none" if device == "cuda" else "laptop"
+        if preset == "auto":  # the values at the top on a CUDA GPU; elsewhere, timed: pick_laptop
+            budget = flags.get("max_time", LAPTOP["max_time"])  # seconds that the steps will fill
+            preset = "none" if device == "cuda" else pick_laptop(budget, device, dtype)
         cfg = Config(**{**PRESETS.get(preset, {}), **flags, "preset": preset})
         replaced = [f"{k}={v}" for k, v in PRESETS.get(preset, {}).items()
                     if k not in flags and v != getattr(Config, k)]
@@ -427,7 +434,6 @@ def prepare(argv=None):
         fail(f"the text is too short for --block_size={cfg.block_size}: give a longer one")
     cfg = dataclasses.replace(cfg, vocab_size=len(tokenizer.chars))
     torch.manual_seed(cfg.seed)
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
     model = GPT(cfg).to(cfg.device)
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters", flush=True)
     optimizer = make_optimizer(model, cfg)
@@ -436,9 +442,7 @@ def prepare(argv=None):
     if not ckpt:  # a new run: an earlier run's ckpt.pt becomes ckpt-N.pt, the first N free
         os.makedirs(cfg.out_dir, exist_ok=True)
         path = os.path.join(cfg.out_dir, "ckpt")
-        n = 1
-        while os.path.exists(f"{path}-{n}.pt"):
-            n += 1
+        n = next(n for n in itertools.count(1) if not os.path.exists(f"{path}-{n}.pt"))
         if os.path.exists(f"{path}.pt"):
             os.replace(f"{path}.pt", f"{path}-{n}.pt")
             print(f"the earlier run's {path}.pt is now {path}-{n}.pt")
@@ -456,11 +460,8 @@ def prepare(argv=None):
 def main(argv=None):
     """Settings, data and model, then training, the exact score and a sample; returns them."""
     cfg, tokenizer, splits, model, optimizer, scaler, history = prepare(argv)
-    if cfg.compile:
-        model.compile()  # in place: the same weights and names, a faster forward
     train(model, optimizer, scaler, splits, cfg, tokenizer.chars, history)
-    # the last estimate of val made exact: every target of the split, each window from scratch
-    history["val"][-1] = whole_text_loss(model, splits["val"], cfg, autocast(cfg))
+    history["val"][-1] = whole_text_loss(model, splits["val"], cfg, autocast(cfg))  # made exact
     save_checkpoint(model, optimizer, scaler, cfg, tokenizer.chars, history, finished=True)
     val = history["val"][-1]
     print(f"done: {history['step'][-1]} steps in {history['seconds'][-1]:.0f} s | val {val:.4f} "

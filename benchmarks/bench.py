@@ -33,7 +33,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from benchmarks.lecture import lecture_gpt  # noqa: E402
-from gpt import GPT, PRESETS, Config, autocast, get_batch, make_optimizer, pick_precision  # noqa: E402
+from gpt import GPT, PRESETS, Config, autocast, get_batch, make_optimizer, pick_hardware  # noqa: E402
 
 CONFIGS = {"scaled": Config(vocab_size=65), "laptop": Config(vocab_size=65, **PRESETS["laptop"])}
 
@@ -43,16 +43,15 @@ def build(model_name, cfg, device):
     torch.manual_seed(0)
     if model_name == "gpt.py":
         model = GPT(cfg).to(device)
-        capability = torch.cuda.get_device_capability() if device == "cuda" else None
-        dtype, _ = pick_precision(device, capability, cpu_has_bf16())
+        dtype = pick_hardware(device, "auto")[1]
         return model, make_optimizer(model, cfg), autocast(dataclasses.replace(cfg, device=device, dtype=dtype))
     model = lecture_gpt(cfg).to(device)
     return model, torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate), nullcontext()
 
 
 def cpu_has_bf16():
-    """Native bfloat16 on this CPU (AVX512-BF16 or AMX), the test gpt.py's make_settings makes."""
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    """Native bfloat16 on this CPU (AVX512-BF16, which CPUs with AMX have too), as gpt.py tests it."""
+    return bool(torch.cpu._is_avx512_bf16_supported())
 
 
 def sync(device):

@@ -104,7 +104,7 @@ def test_help_lists_every_flag_with_its_help_text(capsys):
         assert re.search(f"--{f.name}[ ,]", text) and " ".join(f.metadata["help"].split()) in text
         assert f"(default: {f.default!r})" in text, f.name  # the value at the top
     assert "--vocab_size" not in text  # set from the data
-    assert "--preset {auto,none,laptop}" in text and "--compile, --no-compile" in text
+    assert "--preset {auto,none,laptop,slow}" in text
 
 
 def pasted(**top):
@@ -127,13 +127,14 @@ def test_help_works_where_gpt_py_was_pasted_into_a_notebook_cell(capsys):
     assert stop.value.code == 0 and "--max_iters" in capsys.readouterr().out
 
 
-def hardware(monkeypatch, device="cpu", native_bf16=True):
-    """Make gpt.py see this device (and the CPU), and a CPU with or without native bfloat16."""
+def hardware(monkeypatch, device="cpu", native_bf16=True, capability=(9, 0)):
+    """Make gpt.py see this device (and the CPU), a CPU with or without native bfloat16, and a
+    machine fast enough for the laptop preset (its timed steps are tested on their own, below)."""
     monkeypatch.setattr(gpt.torch.cuda, "is_available", lambda: device == "cuda")
     monkeypatch.setattr(gpt.torch.backends.mps, "is_available", lambda: device == "mps")
-    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: capability)
     monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16)
-    monkeypatch.setattr(gpt.torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(gpt, "pick_laptop", lambda budget, device, dtype: "laptop")
 
 
 def settings(tmp_path, *flags):
@@ -175,6 +176,7 @@ def test_a_value_edited_at_the_top_is_what_runs_or_the_first_line_says_what_repl
         tmp_path, capsys, monkeypatch):
     hardware(monkeypatch, "cpu")
     cell = pasted(n_layer=2, dropout=0.1)  # a learner's edit at the top
+    cell["pick_laptop"] = gpt.pick_laptop  # the cell's own, faked as hardware() fakes gpt's
     cfg = cell["make_settings"]([f"--out_dir={tmp_path}"])[0]
     first = capsys.readouterr().out.splitlines()[0]
     assert cfg.n_layer == 4 and "n_layer=4" in first and "dropout=0.0" in first  # said, not silent
@@ -190,21 +192,80 @@ def test_a_value_edited_at_the_top_is_what_runs_or_the_first_line_says_what_repl
         pasted(init_from="resume", out_dir=str(tmp_path / "nowhere"))["make_settings"]([])
 
 
-@pytest.mark.parametrize("avx512_bf16,amx,expected", [(True, False, "bfloat16"),
-                                                      (False, True, "bfloat16"),
-                                                      (False, False, "float32")])
-def test_cpu_bfloat16_only_where_it_is_native(tmp_path, monkeypatch, avx512_bf16, amx, expected):
-    """oneDNN emulates bfloat16 on any AVX-512 CPU; gpt.py picks it only with AVX512-BF16 or AMX."""
-    hardware(monkeypatch, "cpu")
-    monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-    monkeypatch.setattr(gpt.torch.cpu, "_is_amx_tile_supported", lambda: amx)
-    assert settings(tmp_path).dtype == expected
+def test_cpu_bfloat16_only_where_it_is_native(tmp_path, monkeypatch):
+    """oneDNN emulates bfloat16 on any AVX-512 CPU; gpt.py picks it only with AVX512-BF16 (which
+    every CPU with AMX also has)."""
+    for native, expected in ((True, "bfloat16"), (False, "float32")):
+        hardware(monkeypatch, "cpu", native_bf16=native)
+        assert settings(tmp_path).dtype == expected
 
 
-def test_the_laptop_preset_is_held_by_time_and_small():
-    laptop = gpt.Config(**gpt.PRESETS["laptop"])
+@pytest.mark.parametrize("name", ["laptop", "slow"])
+def test_the_laptop_presets_are_held_by_time_and_small(name):
+    laptop = gpt.Config(**gpt.PRESETS[name])
     assert 0 < laptop.max_time < 600 and laptop.max_iters >= 50000  # time stops it, not steps
     assert sum(p.numel() for p in gpt.GPT(laptop).parameters()) < 1e6  # for one slow core
+
+
+class SpeedClock:
+    """time.perf_counter for pick_laptop: 0, then the seconds that 5 steps at `speed` would take."""
+
+    def __init__(self, speed):
+        self.times = [0.0, 5 * 16 * 128 / speed]  # laptop's batch of 16 x 128 tokens, 5 steps
+
+    def __call__(self):
+        return self.times.pop(0)
+
+
+def no_clock():
+    raise AssertionError("a run that must not depend on the clock read it")
+
+
+@pytest.mark.parametrize("speed,flags,expected", [
+    (20_000, [], "laptop"),  # 11.6M tokens in 580 s
+    (10_500, [], "laptop"),  # 6.09M: just over 6M
+    (10_000, [], "slow"),  # 5.8M: just under
+    (20_000, ["--max_time=236"], "slow"),  # 4.7M: the budget counts, not the speed alone
+])
+def test_without_cuda_timed_steps_choose_laptop_or_slow_and_the_first_line_says_so(
+        tmp_path, monkeypatch, capsys, speed, flags, expected):
+    monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(speed))
+    steps = []
+    real_step = gpt.train_step
+    monkeypatch.setattr(gpt, "train_step", lambda *args: steps.append(real_step(*args)))
+    cfg = settings(tmp_path, "--device=cpu", *flags)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(steps) == 6  # one to warm up, five timed: on laptop's own model
+    assert lines[0] == f"measured {speed:,} tokens/s at context 128: preset {expected}"
+    assert lines[1].startswith(f"preset {expected} replaces values at the top: ")
+    shape = {"laptop": (4, 128), "slow": (2, 64)}[expected]
+    assert (cfg.preset, cfg.n_layer, cfg.block_size) == (expected, *shape)
+
+
+def test_a_step_count_a_preset_named_or_cuda_never_reads_the_clock(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gpt.time, "perf_counter", no_clock)
+    assert settings(tmp_path, "--device=cpu", "--max_time=0").n_layer == 4  # by steps: laptop
+    assert settings(tmp_path, "--device=cpu", "--preset=slow").n_layer == 2
+    cell = pasted(preset="laptop")  # the top's value, as a flag's
+    assert cell["make_settings"]([f"--out_dir={tmp_path}", "--device=cpu"])[0].n_layer == 4
+    assert "measured" not in capsys.readouterr().out
+    monkeypatch.setattr(gpt.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: (9, 0))
+    assert settings(tmp_path).preset == "none"  # CUDA: the values at the top, nothing timed
+
+
+def test_a_flag_overrides_the_measured_shape_and_the_timing_leaves_the_run_as_it_was(
+        tmp_path, monkeypatch, text_file):
+    monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(1_000))  # a very slow machine: slow
+    cfg = settings(tmp_path, "--device=cpu", "--n_layer=3")
+    assert (cfg.preset, cfg.n_layer, cfg.block_size) == ("slow", 3, 64)  # the flag wins
+    monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(1_000))
+    timed = gpt.prepare([f"--input={text_file}", f"--out_dir={tmp_path}", "--device=cpu"])
+    named = gpt.prepare([f"--input={text_file}", f"--out_dir={tmp_path}", "--device=cpu",
+                         "--preset=slow"])
+    assert timed[0] == named[0]  # the same settings, and the seed's same first weights:
+    for a, b in zip(timed[3].parameters(), named[3].parameters()):
+        assert torch.equal(a, b)  # the throwaway model drew its numbers before the seed was set
 
 
 def test_settings_need_no_os_sysconf(tmp_path, monkeypatch):
@@ -414,13 +475,16 @@ def test_same_seed_repeats_a_run_exactly(tmp_path, text_file):
     ("cuda", (7, 0), False, "float16"),  # V100
     ("cuda", (8, 0), False, "bfloat16"),  # A100
     ("cuda", (9, 0), False, "bfloat16"),  # H100
-    ("mps", None, False, "float32"),  # Apple GPUs
-    ("cpu", None, True, "bfloat16"),  # AVX512-BF16 or AMX
+    ("mps", None, True, "float32"),  # Apple GPUs (the CPU's bfloat16 does not count)
+    ("cpu", None, True, "bfloat16"),  # AVX512-BF16 (every CPU with AMX has it)
     ("cpu", None, False, "float32"),
 ])
-def test_precision_follows_the_hardware(device, capability, cpu_bf16, expected):
-    dtype, why = gpt.pick_precision(device, capability, cpu_bf16)
-    assert dtype == expected and why
+def test_precision_follows_the_hardware(monkeypatch, device, capability, cpu_bf16, expected):
+    hardware(monkeypatch, device, native_bf16=cpu_bf16, capability=capability)
+    found, dtype, why = gpt.pick_hardware("auto", "auto")
+    assert (found, dtype) == (device, expected) and why
+    if capability:  # the line names the compute capability
+        assert f"compute capability {capability[0]}.{capability[1]}" in why or dtype == "float32"
 
 
 def test_float32_builds_no_autocast_so_a_device_without_one_cannot_fail(monkeypatch):
@@ -471,23 +535,6 @@ def test_float16_with_a_gradient_scaler_trains_on_a_cpu_and_resumes_its_scale(tm
     assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["scaler"]["scale"] == 1234.0
 
 
-def test_a_compiled_models_checkpoint_loads_into_a_plain_model(tmp_path):
-    """--compile compiles in place (nn.Module.compile): the saved names are the plain model's.
-    The eager backend stands in for inductor, which a GPU check runs."""
-    cfg = gpt.Config(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0,
-                     out_dir=str(tmp_path))
-    model = gpt.GPT(cfg)
-    model.compile(backend="eager")
-    idx = torch.randint(11, (2, 8))
-    logits = model(idx)[0]
-    scaler = torch.amp.GradScaler("cpu", enabled=False)
-    gpt.save_checkpoint(model, gpt.make_optimizer(model, cfg), scaler, cfg, list("abcdefghijk"),
-                        {"step": [0], "seconds": [0.0], "train": [2.4], "val": [2.5]})
-    plain = gpt.GPT(cfg)
-    plain.load_state_dict(gpt.load_checkpoint(str(tmp_path / "ckpt.pt"))["model"])
-    torch.testing.assert_close(plain(idx)[0], logits)
-
-
 # ------------------------------------------------------------------ the schedule and the time budget
 
 
@@ -527,7 +574,8 @@ class FakeClock:
 
 BUDGET = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=4",
           "--max_new_tokens=5", "--warmup_iters=10", "--eval_interval=20", "--eval_iters=2",
-          "--max_iters=100000", "--max_time=30"]
+          "--max_iters=100000", "--max_time=30", "--min_lr=1e-4",
+          "--preset=laptop"]  # a preset named: no timed steps
 
 
 @pytest.mark.parametrize("step_time,eval_time", [(0.05, 0.02), (0.05, 1.0), (0.2, 0.02)])
@@ -610,7 +658,6 @@ def test_max_iters_given_on_resume_turns_the_budget_off(tmp_path, text_file, mon
     ("--max_iters=lots", ["--max_iters", "invalid number value: 'lots'"]),
     ("--dropout=x", ["--dropout", "invalid number value: 'x'"]),
     ("n_layer=2", ["unrecognized arguments: n_layer=2"]),
-    ("--compile=yes", ["--compile", "ignored explicit argument 'yes'"]),
     ("--n_head=3", ["--n_embd=128 must be a multiple of --n_head=3"]),
     ("--n_layer=0", ["--n_layer: must be in [1, inf), got 0"]),
     ("--batch_size=-3", ["--batch_size: must be in [1, inf), got -3"]),
@@ -644,8 +691,6 @@ def test_bad_flags_in_a_terminal_are_one_line_and_no_traceback(flag, tmp_path):
 
 def test_a_flag_given_twice_the_last_wins_as_in_argparse(tmp_path):
     assert settings(tmp_path, "--max_iters=3", "--max_iters=4").max_iters == 4
-    assert settings(tmp_path, "--compile").compile is True
-    assert settings(tmp_path, "--no-compile").compile is False
 
 
 @pytest.mark.slow

@@ -78,8 +78,8 @@ def test_download_failure_says_where_to_put_the_file(server, tmp_path, fetch, ca
     with pytest.raises(SystemExit) as stop:
         fetch(url, gpt.DATA_SHA256)
     err = stop.value.code  # the one line Python prints on exit
-    assert re.search(f"downloading {re.escape(url)} failed .*; save that file as .*input.txt by hand, "
-                     "or pass any UTF-8 text with --input=FILE", err), err
+    assert re.search(f"downloading {re.escape(url)} failed .*; save it as .*input.txt, "
+                     "or give --input=FILE", err), err
     assert os.listdir(tmp_path) == []
 
 
