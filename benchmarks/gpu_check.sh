@@ -2,7 +2,7 @@
 # The GPU check a maintainer runs on a CUDA machine: the lecture's full configuration, 5,000 steps,
 # with `python gpt.py` as a learner runs it. Prints val loss, wall time, tokens/s and peak GPU
 # memory, and keeps the whole log. Usage: bash benchmarks/gpu_check.sh [extra gpt.py flags]
-# (e.g. --compile). On an H100/A100 expect minutes; on a T4 (float16) much longer.
+# (e.g. --dtype=float32). On an H100/A100 expect minutes; on a T4 (float16) much longer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log="benchmarks/gpu_check_$(date +%Y%m%d_%H%M%S).log"
