@@ -2,7 +2,7 @@
 cell that defines one of gpt.py's names says whether it is gpt.py's, and every piece of gpt.py's model and
 training code is in a marked cell of some notebook; notebook 02's comparison helper gives the intervals worked
 by hand, and the notebooks that judge by it hold marked copies of it; the README's table quotes what the
-notebooks print; each notebook has at most 2,500 words of prose, a figure per 350 words, and saved outputs
+notebooks print; each notebook has at most 2,000 words of prose, a figure per 300 words, and saved outputs
 with no error and no machine path."""
 import ast
 import glob
@@ -170,12 +170,12 @@ def prose_words_and_figures(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_prose_within_2500_words_and_a_figure_per_350(path):
-    """STYLE.md 10-11: at most 2,500 words of markdown and at least one figure per 350 of them."""
+def test_prose_within_2000_words_and_a_figure_per_300(path):
+    """STYLE.md 10-11: at most 2,000 words of markdown and at least one figure per 300 of them."""
     words, figures = prose_words_and_figures(path)
     name = os.path.basename(path)
-    assert words <= 2500, f"{name} has {words} words of markdown"
-    assert figures * 350 >= words, f"{name} has {figures} figures for {words} words"
+    assert words <= 2000, f"{name} has {words} words of markdown"
+    assert figures * 300 >= words, f"{name} has {figures} figures for {words} words"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
@@ -248,3 +248,78 @@ def test_compare_calls_fewer_than_three_seeds_suggestive():
     compare = helper_from_notebook_02()["compare"]
     words = compare([2.0, 2.1], [1.0, 1.05], paired=True, names=("A", "B"))[3]
     assert words.startswith("suggestive") and "B is lower by 1.0250" in words
+
+
+SCORER_HOME = os.path.join(ROOT, "notebooks", "08_bpe_and_the_companion_design.ipynb")
+
+
+def scorer_from_notebook_08():
+    """Notebook 08's bits_per_char, defined as the notebook defines it (the function alone)."""
+    import math
+
+    import torch
+    from torch.nn import functional as F
+
+    (cell,) = [cell for cell in code_cells(SCORER_HOME) if "bits_per_char" in defined_names(cell)]
+    (node,) = [n for n in ast.parse(cell).body if getattr(n, "name", None) == "bits_per_char"]
+    namespace = {"torch": torch, "F": F, "math": math}
+    exec(ast.get_source_segment(cell, node), namespace)
+    return namespace["bits_per_char"]
+
+
+def tiny_char_model(block_size):
+    """A random one-layer gpt.py model on 65 characters, dropout off, and its tokenizer."""
+    import torch
+
+    import gpt
+
+    torch.manual_seed(0)
+    cfg = gpt.Config(vocab_size=65, block_size=block_size, n_embd=16, n_head=2, n_layer=1,
+                     dropout=0.0)
+    with open(os.path.join(ROOT, "input.txt"), encoding="utf-8") as f:
+        tokenizer = gpt.CharTokenizer.from_text(f.read())
+    return gpt.GPT(cfg).eval(), tokenizer
+
+
+def test_notebook_08_scorer_with_stride_one_gives_each_target_a_full_window():
+    """Stride 1: each target is predicted from the (up to) T tokens that end just before it, as a loop
+    over the targets, one forward pass each, computes it."""
+    import contextlib
+    import math
+
+    import torch
+    from torch.nn import functional as F
+
+    bits_per_char = scorer_from_notebook_08()
+    T = 8
+    model, tok = tiny_char_model(T)
+    ids = torch.randint(65, (45,))  # (45,) 44 targets: not a multiple of T
+    nats = 0.0
+    with torch.no_grad():
+        for i in range(len(ids) - 1):  # target ids[i + 1], after ids[max(0, i - T + 1)] .. ids[i]
+            window = ids[max(0, i - T + 1):i + 1]  # (t,) t <= T
+            logits, _ = model(window[None])  # (1, t, V)
+            nats += F.cross_entropy(logits[0, -1], ids[i + 1]).item()
+    bpc, _ = bits_per_char(model, ids, tok, contextlib.nullcontext(), stride=1, batch_size=5)
+    assert bpc == pytest.approx(nats / (len(ids) - 1) / math.log(2), rel=1e-5)
+
+
+def test_notebook_08_scorer_with_stride_T_restarts_every_window():
+    """Stride T on a text of whole windows: back-to-back windows, each starting with no context, and the
+    mean cost at each place in the window."""
+    import contextlib
+    import math
+
+    import torch
+    from torch.nn import functional as F
+
+    bits_per_char = scorer_from_notebook_08()
+    T = 8
+    model, tok = tiny_char_model(T)
+    ids = torch.randint(65, (6 * T + 1,))  # (49,) six whole windows of targets
+    with torch.no_grad():
+        logits, _ = model(ids[:-1].view(6, T))  # (6, T, V)
+    losses = F.cross_entropy(logits.transpose(1, 2), ids[1:].view(6, T), reduction="none")  # (6, T)
+    bpc, by_place = bits_per_char(model, ids, tok, contextlib.nullcontext(), stride=T, batch_size=4)
+    assert bpc == pytest.approx(losses.mean().item() / math.log(2), rel=1e-5)
+    assert torch.allclose(by_place, losses.mean(0), atol=1e-5)
