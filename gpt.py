@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import io
-import itertools
 import math
 import os
 import sys
@@ -326,10 +325,9 @@ def parse_flags(config_class, argv=None):
     if argv is None:  # in Jupyter or Colab, sys.argv holds the kernel's own '-f kernel.json'
         argv = [] if "ipykernel" in sys.modules else sys.argv[1:]
     parser = argparse.ArgumentParser(usage=argparse.SUPPRESS, description=config_class.__doc__,
-                                     allow_abbrev=False)
+                                     allow_abbrev=False, argument_default=argparse.SUPPRESS)
     for f in [f for f in dataclasses.fields(config_class) if "help" in f.metadata]:
         parser.add_argument(f"--{f.name}", type=flag_type(f), choices=f.metadata["choices"],
-                            default=argparse.SUPPRESS,
                             help=f"{f.metadata['help']} (default: {f.default!r})")
     return vars(parser.parse_args(argv))
 
@@ -361,23 +359,24 @@ def pick_hardware(device_flag, dtype_flag):
         return device, "bfloat16", "the CPU has native bfloat16 (AVX512-BF16)"
     return device, "float32", f"no fast half precision on this {device}"
 
-def pick_laptop(budget, device, dtype):
-    """laptop, or slow where 5 timed steps say laptop's model would see under 6M tokens in time."""
-    if budget == 0:  # a run counted in steps never depends on the clock
-        return "laptop"
-    laptop = Config(**LAPTOP, device=device, dtype=dtype)  # its own shape, whatever the flags
-    model = GPT(laptop).to(device)  # a throwaway copy, timed for 5 steps after 1 to warm up
-    optimizer = make_optimizer(model, laptop)
-    splits = {"train": torch.zeros(laptop.block_size + 1, dtype=torch.long)}  # any ids will do
-    for step in range(6):
-        if step == 1:
-            started = time.perf_counter()
-        train_step(model, optimizer, torch.amp.GradScaler(enabled=False), splits, laptop, 0.0)
-    model.lm_head.weight.sum().item()  # on a GPU (MPS), wait until the steps are done
-    speed = 5 * laptop.batch_size * laptop.block_size / (time.perf_counter() - started)
-    preset = "laptop" if speed * budget >= 6e6 else "slow"  # laptop_sweep.md: why 6M
-    print(f"measured {speed:,.0f} tokens/s at context {laptop.block_size}: preset {preset}")
-    return preset
+def pick_laptop(budget, device, dtype, why, dtype_flag):
+    """laptop, or slow where laptop's model sees under 6M tokens in time; and the faster dtype."""
+    speeds = {}  # tokens a second in each precision timed: float32 too, where bfloat16 is native
+    for d in [dtype, "float32"] if dtype == "bfloat16" and dtype_flag == "auto" else [dtype]:
+        laptop = Config(**LAPTOP, device=device, dtype=d)  # its own shape, whatever the flags
+        model = GPT(laptop).to(device)  # a throwaway copy, timed for 5 steps after 1 to warm up
+        optimizer = make_optimizer(model, laptop)
+        splits = {"train": torch.zeros(laptop.block_size + 1, dtype=torch.long)}  # any ids
+        for step in range(6):
+            if step == 1:
+                started = time.perf_counter()
+            train_step(model, optimizer, torch.amp.GradScaler(enabled=False), splits, laptop, 0.0)
+        model.lm_head.weight.sum().item()  # on a GPU (MPS), wait until the steps are done
+        speeds[d] = 5 * laptop.batch_size * laptop.block_size / (time.perf_counter() - started)
+    best = max(speeds, key=speeds.get)  # on an AMX Xeon: float32, for a model this small
+    preset = "laptop" if speeds[best] * budget >= 6e6 else "slow"  # laptop_sweep.md: why 6M
+    print(f"measured {speeds[best]:,.0f} tokens/s at context {laptop.block_size}: preset {preset}")
+    return preset, best, why if best == dtype else "timed faster than bfloat16 here"
 
 def load_checkpoint(path):
     """Read a checkpoint with weights_only=True, so that loading one can never run code."""
@@ -403,10 +402,11 @@ def make_settings(argv=None):
         cfg = Config(**{**saved, **flags})
         print(f"resuming {path} at step {ckpt['history']['step'][-1]}")
     else:
-        preset = top["preset"]
-        if preset == "auto":  # the values at the top on a CUDA GPU; elsewhere, timed: pick_laptop
-            budget = flags.get("max_time", LAPTOP["max_time"])  # seconds that the steps will fill
-            preset = "none" if device == "cuda" else pick_laptop(budget, device, dtype)
+        preset = "none" if top["preset"] == "auto" and device == "cuda" else top["preset"]
+        budget = flags.get("max_time", LAPTOP["max_time"])  # seconds that the steps will fill
+        if preset == "auto" and budget > 0:  # no CUDA: laptop or slow, and the dtype, timed
+            preset, dtype, why = pick_laptop(budget, device, dtype, why, top["dtype"])
+        preset = "laptop" if preset == "auto" else preset  # counted in steps: never the clock
         cfg = Config(**{**PRESETS.get(preset, {}), **flags, "preset": preset})
         replaced = [f"{k}={v}" for k, v in PRESETS.get(preset, {}).items()
                     if k not in flags and v != getattr(Config, k)]
@@ -416,9 +416,9 @@ def make_settings(argv=None):
     cfg = dataclasses.replace(cfg, device=device, dtype=dtype)  # from here on, what runs
     if cfg.n_embd % cfg.n_head:
         fail(f"--n_embd={cfg.n_embd} must be a multiple of --n_head={cfg.n_head}")
-    budget = f"{cfg.max_time:.0f} s of training or " if cfg.max_time else ""
+    limit = f"{cfg.max_time:.0f} s of training or " if cfg.max_time else ""
     print(f"{cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} channels, context "
-          f"{cfg.block_size}, batch {cfg.batch_size} | at most {budget}{cfg.max_iters} steps | "
+          f"{cfg.block_size}, batch {cfg.batch_size} | at most {limit}{cfg.max_iters} steps | "
           f"{device}, {dtype}: {why}")
     return cfg, ckpt
 
@@ -442,7 +442,7 @@ def prepare(argv=None):
     if not ckpt:  # a new run: an earlier run's ckpt.pt becomes ckpt-N.pt, the first N free
         os.makedirs(cfg.out_dir, exist_ok=True)
         path = os.path.join(cfg.out_dir, "ckpt")
-        n = next(n for n in itertools.count(1) if not os.path.exists(f"{path}-{n}.pt"))
+        n = next(n for n in range(1, sys.maxsize) if not os.path.exists(f"{path}-{n}.pt"))
         if os.path.exists(f"{path}.pt"):
             os.replace(f"{path}.pt", f"{path}-{n}.pt")
             print(f"the earlier run's {path}.pt is now {path}-{n}.pt")

@@ -134,7 +134,8 @@ def hardware(monkeypatch, device="cpu", native_bf16=True, capability=(9, 0)):
     monkeypatch.setattr(gpt.torch.backends.mps, "is_available", lambda: device == "mps")
     monkeypatch.setattr(gpt.torch.cuda, "get_device_capability", lambda: capability)
     monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16)
-    monkeypatch.setattr(gpt, "pick_laptop", lambda budget, device, dtype: "laptop")
+    monkeypatch.setattr(gpt, "pick_laptop",
+                        lambda budget, device, dtype, why, dtype_flag: ("laptop", dtype, why))
 
 
 def settings(tmp_path, *flags):
@@ -208,13 +209,22 @@ def test_the_laptop_presets_are_held_by_time_and_small(name):
 
 
 class SpeedClock:
-    """time.perf_counter for pick_laptop: 0, then the seconds that 5 steps at `speed` would take."""
+    """time.perf_counter for pick_laptop: for each precision it times, 0, then the seconds that 5
+    steps at that speed would take."""
 
-    def __init__(self, speed):
-        self.times = [0.0, 5 * 16 * 128 / speed]  # laptop's batch of 16 x 128 tokens, 5 steps
+    def __init__(self, *speeds):
+        self.times = [t for speed in speeds for t in (0.0, 5 * 16 * 128 / speed)]  # 16 x 128
 
     def __call__(self):
         return self.times.pop(0)
+
+
+def counted_steps(monkeypatch):
+    """gpt.train_step as it is, each call counted: the list of its calls."""
+    steps = []
+    real_step = gpt.train_step
+    monkeypatch.setattr(gpt, "train_step", lambda *args: steps.append(real_step(*args)))
+    return steps
 
 
 def no_clock():
@@ -229,10 +239,9 @@ def no_clock():
 ])
 def test_without_cuda_timed_steps_choose_laptop_or_slow_and_the_first_line_says_so(
         tmp_path, monkeypatch, capsys, speed, flags, expected):
+    monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # float32
     monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(speed))
-    steps = []
-    real_step = gpt.train_step
-    monkeypatch.setattr(gpt, "train_step", lambda *args: steps.append(real_step(*args)))
+    steps = counted_steps(monkeypatch)
     cfg = settings(tmp_path, "--device=cpu", *flags)
     lines = capsys.readouterr().out.splitlines()
     assert len(steps) == 6  # one to warm up, five timed: on laptop's own model
@@ -240,6 +249,26 @@ def test_without_cuda_timed_steps_choose_laptop_or_slow_and_the_first_line_says_
     assert lines[1].startswith(f"preset {expected} replaces values at the top: ")
     shape = {"laptop": (4, 128), "slow": (2, 64)}[expected]
     assert (cfg.preset, cfg.n_layer, cfg.block_size) == (expected, *shape)
+
+
+@pytest.mark.parametrize("bf16_speed,f32_speed,dtype,why", [
+    (15_000, 22_000, "float32", "timed faster than bfloat16 here"),  # an AMX Xeon, this model
+    (22_000, 15_000, "bfloat16", "the CPU has native bfloat16 (AVX512-BF16)"),  # a Zen 4
+])
+def test_where_bfloat16_is_native_both_precisions_are_timed_and_the_faster_trains(
+        tmp_path, monkeypatch, capsys, bf16_speed, f32_speed, dtype, why):
+    monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(bf16_speed, f32_speed))
+    steps = counted_steps(monkeypatch)
+    cfg = settings(tmp_path, "--device=cpu")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(steps) == 12 and cfg.dtype == dtype  # 6 steps in each, the faster one runs
+    speed = max(bf16_speed, f32_speed)
+    assert lines[0] == f"measured {speed:,} tokens/s at context 128: preset laptop"
+    assert lines[-1].endswith(f"| cpu, {dtype}: {why}")
+    monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(bf16_speed))
+    cfg = settings(tmp_path, "--device=cpu", "--dtype=bfloat16")  # given: kept, timed alone
+    assert len(steps) == 18 and cfg.dtype == "bfloat16"
 
 
 def test_a_step_count_a_preset_named_or_cuda_never_reads_the_clock(tmp_path, monkeypatch, capsys):
@@ -256,6 +285,7 @@ def test_a_step_count_a_preset_named_or_cuda_never_reads_the_clock(tmp_path, mon
 
 def test_a_flag_overrides_the_measured_shape_and_the_timing_leaves_the_run_as_it_was(
         tmp_path, monkeypatch, text_file):
+    monkeypatch.setattr(gpt.torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # float32
     monkeypatch.setattr(gpt.time, "perf_counter", SpeedClock(1_000))  # a very slow machine: slow
     cfg = settings(tmp_path, "--device=cpu", "--n_layer=3")
     assert (cfg.preset, cfg.n_layer, cfg.block_size) == ("slow", 3, 64)  # the flag wins
