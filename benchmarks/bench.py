@@ -113,7 +113,7 @@ def quality_run(device, flags, plot_path):
     ax = fig.subplots()
     for split in ("train", "val"):
         ax.plot(history["step"], history[split], marker="o", label=split)
-    ax.set(xlabel="step", ylabel="loss (step 0's 4.2 above the frame)", ylim=(1.2, 2.6),
+    ax.set(xlabel="step", ylabel="loss (step 0's 4.2 above the frame)", ylim=(1.1, 2.6),
            title=f"python gpt.py {' '.join(flags)}".strip())
     ax.legend()
     fig.savefig(plot_path, dpi=100)
