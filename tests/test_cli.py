@@ -253,7 +253,7 @@ def test_without_cuda_timed_steps_choose_laptop_or_slow_and_the_first_line_says_
 
 @pytest.mark.parametrize("bf16_speed,f32_speed,dtype,why", [
     (15_000, 22_000, "float32", "timed faster than bfloat16 here"),  # an AMX Xeon, this model
-    (22_000, 15_000, "bfloat16", "the CPU has native bfloat16 (AVX512-BF16)"),  # a Zen 4
+    (22_000, 15_000, "bfloat16", "the CPU has native bfloat16 (AVX512-BF16)"),  # a Zen 5
 ])
 def test_where_bfloat16_is_native_both_precisions_are_timed_and_the_faster_trains(
         tmp_path, monkeypatch, capsys, bf16_speed, f32_speed, dtype, why):
