@@ -280,7 +280,7 @@ DATA_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 HERE = os.path.dirname(os.path.abspath(globals().get("__file__", "gpt.py")))  # pasted: cwd
 MAY_BE_ZERO = ("max_iters", "warmup_iters", "max_new_tokens", "seed")  # other ints: 1 or more
 LAPTOP = dict(batch_size=16, block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
-              weight_decay=0.5, learning_rate=2e-3, min_lr=0.0, max_iters=100000, eval_iters=10,
+              weight_decay=1.0, learning_rate=2e-3, min_lr=0.0, max_iters=100000, eval_iters=10,
               max_time=580)  # without CUDA: the best that 10 minutes train (laptop_sweep.md)
 PRESETS = {"laptop": LAPTOP, "slow": dict(LAPTOP, n_layer=2, block_size=64)}  # slow: more steps
 

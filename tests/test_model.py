@@ -124,9 +124,10 @@ def test_a_tiny_model_overfits_one_batch():
 
 
 def test_gpt_pys_own_recipe_overfits_one_batch(monkeypatch):
-    """make_optimizer (fused AdamW, decay groups, the laptop preset's weight decay 0.5), train_step
+    """make_optimizer (fused AdamW, decay groups, the laptop preset's weight decay), train_step
     (clipping, the scaler) and the laptop preset's peak rate memorise one random batch."""
-    cfg = Config(**{**TINY, "weight_decay": 0.5, "batch_size": 4, "device": "cpu", "dtype": "float32"})
+    cfg = Config(**{**TINY, "weight_decay": gpt.LAPTOP["weight_decay"], "batch_size": 4,
+                    "device": "cpu", "dtype": "float32"})
     torch.manual_seed(0)
     model = GPT(cfg)
     x, y = torch.randint(11, (4, 16)), torch.randint(11, (4, 16))  # random: only memorising fits
