@@ -282,7 +282,7 @@ MAY_BE_ZERO = ("max_iters", "warmup_iters", "max_new_tokens", "seed")  # other i
 LAPTOP = dict(batch_size=16, block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
               weight_decay=1.0, learning_rate=2e-3, min_lr=0.0, max_iters=100000, eval_iters=10,
               max_time=580)  # without CUDA: the best that 10 minutes train (laptop_sweep.md)
-PRESETS = {"laptop": LAPTOP, "slow": dict(LAPTOP, n_layer=2, block_size=64)}  # slow: more steps
+PRESETS = {"laptop": LAPTOP, "slow": dict(LAPTOP, n_layer=2, block_size=64, weight_decay=0.5)}
 
 def make_optimizer(model, cfg):
     """AdamW that decays weight matrices (and embeddings) but not biases or LayerNorm gains."""
