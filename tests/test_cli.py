@@ -247,7 +247,7 @@ def test_without_cuda_timed_steps_choose_laptop_or_slow_and_the_first_line_says_
     assert len(steps) == 6  # one to warm up, five timed: on laptop's own model
     assert lines[0] == f"measured {speed:,} tokens/s at context 128: preset {expected}"
     assert lines[1].startswith(f"preset {expected} replaces values at the top: ")
-    shape = {"laptop": (4, 128, 1.0), "slow": (2, 64, 0.5)}[expected]  # weight decay: S4's
+    shape = {"laptop": (4, 128, 1.0), "slow": (2, 64, 0.5)}[expected]  # slow: 0.5 won at S4
     assert (cfg.preset, cfg.n_layer, cfg.block_size, cfg.weight_decay) == (expected, *shape)
 
 
