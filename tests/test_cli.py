@@ -475,8 +475,13 @@ def test_ctrl_c_then_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path, t
         return lr_at(step, seconds, cfg)
 
     monkeypatch.setattr(gpt, "lr_at", lr_at_pressing_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        gpt.main([*flags, f"--out_dir={tmp_path / 'b'}"])
+    # Python's Ctrl-C handler, which a suite started in the background (SIGINT ignored) lacks
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gpt.main([*flags, f"--out_dir={tmp_path / 'b'}"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     interrupted = torch.load(tmp_path / "b" / "ckpt.pt", weights_only=True)
     assert interrupted["history"]["step"][-1] == 10 and interrupted["finished"] is False  # not the end
     monkeypatch.setattr(gpt, "lr_at", lr_at)
